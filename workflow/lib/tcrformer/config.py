@@ -1,0 +1,158 @@
+"""Config validation with errors a user can act on.
+
+`snakemake.utils.validate` checks the schema and fills in defaults, but its messages are
+long. `first_schema_error` runs the same schema first and turns the first problem into one
+line that names the key and the offending value; `check_semantics` adds the checks a JSON
+schema cannot express. Both are called from workflow/rules/common.smk before any rule runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; str() is one line naming the key and the value."""
+
+    def __init__(self, key: str, value: Any, problem: str):
+        self.key, self.value, self.problem = key, value, problem
+        super().__init__(f"config error: {key} = {_show(value)}: {problem}")
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dotted(path) -> str:
+    return ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in path).replace(
+        ".[", "["
+    ) or "<config>"
+
+
+def load_schema(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def first_schema_error(config: Mapping, schema: Mapping) -> ConfigError | None:
+    """The first schema violation in `config` as a ConfigError, or None if it is valid."""
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = validator_cls(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.path))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    # Descend into oneOf/anyOf to the most specific cause.
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        key = _dotted([*path, extra[0]]) if extra else _dotted(path)
+        value = error.instance.get(extra[0]) if extra else error.instance
+        return ConfigError(key, value, f"unknown key (allowed here: {', '.join(allowed)})")
+    hint = error.schema.get("description") if isinstance(error.schema, Mapping) else None
+    problem = _problem(error)
+    if hint:
+        problem += f" ({hint})"
+    return ConfigError(_dotted(path), error.instance, problem)
+
+
+def _problem(error) -> str:
+    kind, expected = error.validator, error.validator_value
+    if kind == "type":
+        return f"must be of type {expected}"
+    if kind == "pattern":
+        return f"must match the pattern {expected}"
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {
+            "minimum": ">=",
+            "exclusiveMinimum": ">",
+            "maximum": "<=",
+            "exclusiveMaximum": "<",
+        }
+        return f"must be {words[kind]} {expected}"
+    if kind == "minLength" and expected == 1:
+        return "must not be empty"
+    if kind == "enum":
+        return f"must be one of {', '.join(map(str, expected))}"
+    if kind == "required":
+        return error.message
+    if kind == "multipleOf":
+        return f"must be a multiple of {expected}"
+    return error.message
+
+
+def get(config: Mapping, dotted: str) -> Any:
+    """config['a']['b'] for 'a.b'."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def check_semantics(config: Mapping) -> None:
+    """Checks that need more than one value at a time. Raises ConfigError."""
+    for check in (_check_toy, _check_notes, _check_reversal, _check_plm):
+        check(config)
+
+
+def _check_toy(config: Mapping) -> None:
+    toy = config.get("toy") or {}
+    if not toy:
+        return
+    sequence, focus = toy["sequence"], toy["focus_position"]
+    if focus > len(sequence):
+        raise ConfigError(
+            "toy.focus_position", focus, f"outside toy.sequence (length {len(sequence)})"
+        )
+
+
+def _check_model_shape(section: Mapping, prefix: str) -> None:
+    """d_model must split evenly into heads, and be even for the sin/cos table."""
+    d_model, heads = section.get("d_model"), section.get("num_heads")
+    if d_model is None or heads is None:
+        return
+    if d_model % 2:
+        raise ConfigError(f"{prefix}.d_model", d_model, "must be even (sin/cos pairs)")
+    if d_model % heads:
+        raise ConfigError(
+            f"{prefix}.d_model", d_model, f"not divisible by {prefix}.num_heads = {heads}"
+        )
+
+
+def _check_notes(config: Mapping) -> None:
+    notes = config.get("notes") or {}
+    if notes:
+        _check_model_shape(notes, "notes")
+
+
+def _check_reversal(config: Mapping) -> None:
+    rev = config.get("reversal") or {}
+    if not rev:
+        return
+    _check_model_shape(rev, "reversal")
+    if "min_len" in rev and "max_len" in rev and rev["min_len"] > rev["max_len"]:
+        raise ConfigError(
+            "reversal.min_len", rev["min_len"], f"greater than reversal.max_len = {rev['max_len']}"
+        )
+
+
+def _check_plm(config: Mapping) -> None:
+    plm = config.get("plm") or {}
+    cdr3 = (plm.get("chain") or {}).get("cdr3")
+    if not cdr3:
+        return
+    for i, position in enumerate(plm.get("positions", [])):
+        if not 1 <= position <= len(cdr3):
+            raise ConfigError(
+                f"plm.positions[{i}]", position, f"outside plm.chain.cdr3 (length {len(cdr3)})"
+            )
