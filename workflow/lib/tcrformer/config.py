@@ -29,9 +29,10 @@ def _show(value: Any, limit: int = 60) -> str:
 
 
 def _dotted(path) -> str:
-    return ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in path).replace(
-        ".[", "["
-    ) or "<config>"
+    return (
+        ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in path).replace(".[", "[")
+        or "<config>"
+    )
 
 
 def load_schema(path: str | Path) -> dict:

@@ -1,0 +1,26 @@
+# tcrformer: regenerate every number and figure of "What is a Transformer?, told with one
+# T-cell receptor" from code. One chapter per rule file; see README.md.
+#
+#   snakemake --cores 2            everything, then the golden check and the manifest
+#   snakemake --cores 2 toy        one chapter (toy, notes, reversal, plm, figures)
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/toy.smk"
+include: "workflow/rules/golden.smk"
+include: "workflow/rules/provenance.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        f"{RESULTS}/golden.ok",
+        f"{RESULTS}/manifest.json",
+        [result(chapter, "golden.ok") for chapter in CHAPTERS],

@@ -1,0 +1,299 @@
+"""The golden check: regenerated values against the values the seeds print.
+
+The golden file (tests/golden/seed_values.yaml) lists, for every published number, its
+key, the seed's value, a tolerance and the chapter that produces it. Tolerance kinds:
+
+    exact            equal (lists element by element; 1 == 1.0)
+    {abs: x}         |ours - seed| <= x, element by element
+    {min: x}         ours >= x        (a band that encodes a claim, e.g. "above 0.8")
+    {max: x}         ours <= x
+    exact-first-1    lists whose first element is equal (the rest is shown only)
+    report-only      shown, never PASS or FAIL
+
+A golden key with no regenerated value is a FAIL, unless the chapter says why it could not
+be produced (`<prefix>.unavailable` = reason: SKIPPED) or the run's inputs differ from the
+seed's (`inputs:` in the golden file: SKIPPED, there is nothing to compare against).
+Produced keys with no golden entry are listed as extras.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .io import ResultFileError
+
+PASS, FAIL, SKIPPED, REPORT = "PASS", "FAIL", "SKIPPED", "REPORT"
+SIMPLE_KINDS = ("exact", "exact-first-1", "report-only")
+BOUND_KINDS = ("abs", "min", "max")
+
+
+class GoldenFileError(ResultFileError):
+    """The golden file itself is malformed; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    kind: str
+    bound: float | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
+
+
+@dataclass(frozen=True)
+class GoldenEntry:
+    key: str
+    value: Any
+    tolerance: Tolerance
+    chapter: str
+    source: str = ""
+    note: str = ""
+
+
+@dataclass
+class Row:
+    key: str
+    chapter: str
+    seed_value: Any
+    value: Any
+    tolerance: str
+    status: str
+    reason: str = ""
+
+
+def parse_tolerance(raw: Any, where: str) -> Tolerance:
+    if isinstance(raw, str) and raw in SIMPLE_KINDS:
+        return Tolerance(raw)
+    if isinstance(raw, Mapping) and len(raw) == 1:
+        ((kind, bound),) = raw.items()
+        if kind in BOUND_KINDS and isinstance(bound, int | float) and not isinstance(bound, bool):
+            return Tolerance(kind, float(bound))
+    kinds = ", ".join([*SIMPLE_KINDS, *(f"{{{k}: x}}" for k in BOUND_KINDS)])
+    raise GoldenFileError(f"{where}: unknown tolerance {raw!r} (known kinds: {kinds})")
+
+
+def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str, Any]]]:
+    """Read the golden file. Returns (entries, published inputs per chapter)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GoldenFileError(f"{path}: golden file not found") from None
+    except yaml.YAMLError as err:
+        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("values"), list):
+        raise GoldenFileError(f"{path}: expected a mapping with a 'values:' list")
+    entries, seen = [], set()
+    for i, raw in enumerate(data["values"]):
+        where = f"{path}: values[{i}]"
+        if not isinstance(raw, Mapping) or not {"key", "value", "tolerance", "chapter"} <= set(raw):
+            raise GoldenFileError(f"{where}: needs key, value, tolerance and chapter")
+        if raw["key"] in seen:
+            raise GoldenFileError(f"{where}: duplicate key {raw['key']!r}")
+        seen.add(raw["key"])
+        where = f"{path}: {raw['key']}"
+        entries.append(
+            GoldenEntry(
+                key=raw["key"],
+                value=raw["value"],
+                chapter=raw["chapter"],
+                tolerance=parse_tolerance(raw["tolerance"], where),
+                source=raw.get("source", ""),
+                note=raw.get("note", ""),
+            )  # fmt: skip
+        )
+    inputs = data.get("inputs") or {}
+    if not isinstance(inputs, Mapping):
+        raise GoldenFileError(f"{path}: 'inputs:' must map chapters to config values")
+    return entries, {chapter: dict(v or {}) for chapter, v in inputs.items()}
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _flatten(x: Any) -> list:
+    if isinstance(x, list | tuple):
+        return [y for item in x for y in _flatten(item)]
+    return [x]
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same_shape(x, y) for x, y in zip(a, b, strict=True))
+    return not isinstance(a, list | tuple) and not isinstance(b, list | tuple)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if _is_number(a) and _is_number(b):
+        return a == b
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        if not _same_shape(a, b):
+            return False
+        return all(_equal(x, y) for x, y in zip(_flatten(a), _flatten(b), strict=True))
+    return type(a) is type(b) and a == b
+
+
+def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
+    """(status, reason) for one regenerated value."""
+    kind, bound = tolerance.kind, tolerance.bound
+    if kind == "report-only":
+        return REPORT, "shown, not checked"
+    if kind == "exact":
+        return (PASS, "") if _equal(value, seed) else (FAIL, "not equal")
+    if kind == "exact-first-1":
+        ok = isinstance(value, list) and value and isinstance(seed, list) and seed
+        if ok and _equal(value[0], seed[0]):
+            return PASS, ""
+        return FAIL, "first element differs"
+    values = _flatten(value)
+    if not all(_is_number(v) and math.isfinite(v) for v in values):
+        return FAIL, "not a finite number"
+    if kind == "abs":
+        if not _same_shape(value, seed):
+            return FAIL, "shape differs from the seed's"
+        worst = max(abs(v - s) for v, s in zip(values, _flatten(seed), strict=True))
+        return (PASS, f"max abs diff {worst:.3g}") if worst <= bound else (
+            FAIL, f"max abs diff {worst:.3g} > {bound:g}"
+        )  # fmt: skip
+    if kind == "min":
+        worst = min(values)
+        return (PASS, "") if worst >= bound else (FAIL, f"{worst:.4g} < {bound:g}")
+    if kind == "max":
+        worst = max(values)
+        return (PASS, "") if worst <= bound else (FAIL, f"{worst:.4g} > {bound:g}")
+    raise GoldenFileError(f"unknown tolerance kind {kind!r}")
+
+
+def _prefixes(key: str) -> list[str]:
+    parts = key.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def _inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
+    """A reason if the run's config differs from the seed's published inputs, else ''."""
+    from .config import get
+
+    for dotted, published in (inputs.get(chapter) or {}).items():
+        try:
+            ours = get(config, dotted)
+        except (KeyError, TypeError):
+            continue
+        if ours != published:
+            return f"inputs differ from the seed's ({dotted} = {ours!r}, seed: {published!r})"
+    return ""
+
+
+def check(
+    values: Mapping[str, Any],
+    entries: list[GoldenEntry],
+    inputs: Mapping[str, Mapping] | None = None,
+    config: Mapping | None = None,
+    chapters: set[str] | None = None,
+) -> tuple[list[Row], list[str]]:
+    """Compare `values` with the golden entries (of `chapters`, if given).
+
+    Returns (rows, extra keys produced without a golden entry).
+    """
+    inputs, config = inputs or {}, config or {}
+    selected = [e for e in entries if chapters is None or e.chapter in chapters]
+    rows = []
+    for entry in selected:
+        differ = _inputs_differ(entry.chapter, inputs, config)
+        if entry.key in values:
+            status, reason = compare(values[entry.key], entry.value, entry.tolerance)
+            if differ and status != REPORT:
+                status, reason = SKIPPED, differ
+        else:
+            unavailable = next(
+                (values[f"{p}.unavailable"] for p in _prefixes(entry.key)
+                 if f"{p}.unavailable" in values), None,
+            )  # fmt: skip
+            if entry.tolerance.kind == "report-only":
+                status, reason = REPORT, "not produced (report-only)"
+            elif unavailable is not None:
+                status, reason = SKIPPED, str(unavailable)
+            elif differ:
+                status, reason = SKIPPED, differ
+            else:
+                status, reason = FAIL, "no regenerated value"
+        rows.append(
+            Row(
+                entry.key,
+                entry.chapter,
+                entry.value,
+                values.get(entry.key),
+                str(entry.tolerance),
+                status,
+                reason,
+            )  # fmt: skip
+        )
+    known = {e.key for e in entries}
+    extras = sorted(k for k in values if k not in known)
+    return rows, extras
+
+
+def summary(rows: list[Row]) -> dict[str, int]:
+    counts = {PASS: 0, FAIL: 0, SKIPPED: 0, REPORT: 0}
+    for row in rows:
+        counts[row.status] += 1
+    return counts
+
+
+def report_json(rows: list[Row], extras: list[str], golden_file: str) -> dict:
+    return {
+        "golden_file": golden_file,
+        "summary": summary(rows),
+        "rows": [asdict(r) for r in rows],
+        "extra_keys": extras,
+    }
+
+
+def _short(value: Any, limit: int = 48) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, list):
+        flat = _flatten(value)
+        if all(_is_number(v) for v in flat) and len(flat) > 1:
+            text = (
+                "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat) + "]"
+            )
+        else:
+            text = str(value)
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def report_markdown(rows: list[Row], extras: list[str], title: str, golden_file: str) -> str:
+    counts = summary(rows)
+    lines = [
+        f"# Golden check: {title}",
+        "",
+        f"Regenerated values against `{golden_file}`: "
+        + ", ".join(f"**{n} {status}**" for status, n in counts.items()),
+        "",
+        "| key | seed value | regenerated | tolerance | status | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{r.key}` | {_short(r.seed_value)} | {_short(r.value)} | {r.tolerance} "
+            f"| {r.status} | {r.reason} |"
+        )
+    skipped = [r for r in rows if r.status == SKIPPED]
+    if skipped:
+        lines += ["", "## Skipped, and why", ""]
+        lines += [f"- `{r.key}`: {r.reason}" for r in skipped]
+    if extras:
+        lines += ["", f"## Produced without a published value ({len(extras)})", ""]
+        lines += [", ".join(f"`{k}`" for k in extras)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,57 @@
+# Shared set-up: config validation, the paths every chapter writes to.
+# Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
+import sys
+
+from snakemake.utils import validate
+
+from tcrformer.config import ConfigError, check_semantics, first_schema_error, load_schema
+
+SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
+
+
+def _validate_config(config):
+    """Validate before any rule runs; a bad value is one line naming the key, exit 1."""
+    try:
+        error = first_schema_error(config, load_schema(SCHEMA))
+        if error is not None:
+            raise error
+        validate(config, SCHEMA, set_default=True)
+        check_semantics(config)
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        sys.exit(1)
+
+
+_validate_config(config)
+
+RUN = config["run"]
+RESULTS = f"results/{RUN}"
+LOGS = f"{RESULTS}/logs"
+BENCHMARKS = f"{RESULTS}/benchmarks"
+
+
+def result(chapter, name):
+    """Path of one result file of a chapter: results/<run>/<chapter>/<name>."""
+    return f"{RESULTS}/{chapter}/{name}"
+
+
+def log_for(rule_name):
+    return f"{LOGS}/{rule_name}.log"
+
+
+def benchmark_for(rule_name):
+    return f"{BENCHMARKS}/{rule_name}.tsv"
+
+
+# Chapters that contribute a values.json to the merged results/<run>/values.json.
+CHAPTERS = ["toy"]
+
+
+# Every result file and the rule that wrote it, for the provenance manifest.
+# Each chapter calls register(rules.<name>) after defining a rule.
+PRODUCED_BY = {}
+
+
+def register(rule_proxy, **wildcards):
+    for path in rule_proxy.output:
+        PRODUCED_BY[str(path).format(**wildcards)] = rule_proxy.rule.name

@@ -1,0 +1,95 @@
+# The golden check: regenerated values against the values the seeds print.
+# Per chapter (part of each chapter's target) and for the whole run (part of `all`).
+# The report rules never fail, so a report is always there to read; the gate rules
+# fail the run on any FAIL when golden.strict is true.
+
+
+wildcard_constraints:
+    chapter="|".join(CHAPTERS),
+
+
+rule golden_check_chapter:
+    input:
+        values=result("{chapter}", "values.json"),
+        golden=config["golden"]["file"],
+    output:
+        json=result("{chapter}", "golden_report.json"),
+        md=result("{chapter}", "golden_report.md"),
+    params:
+        config=config,
+        title=lambda wc: f"{wc.chapter} chapter, run {RUN}",
+    log:
+        f"{LOGS}/golden_check_{{chapter}}.log",
+    conda:
+        "../../envs/numeric.yaml"
+    script:
+        "../scripts/golden_check.py"
+
+
+rule golden_gate_chapter:
+    input:
+        result("{chapter}", "golden_report.json"),
+    output:
+        result("{chapter}", "golden.ok"),
+    params:
+        strict=config["golden"]["strict"],
+    log:
+        f"{LOGS}/golden_gate_{{chapter}}.log",
+    conda:
+        "../../envs/numeric.yaml"
+    script:
+        "../scripts/golden_gate.py"
+
+
+rule merge_values:
+    input:
+        [result(chapter, "values.json") for chapter in CHAPTERS],
+    output:
+        f"{RESULTS}/values.json",
+    log:
+        f"{LOGS}/merge_values.log",
+    conda:
+        "../../envs/numeric.yaml"
+    script:
+        "../scripts/merge_values.py"
+
+
+rule golden_check:
+    input:
+        values=rules.merge_values.output[0],
+        golden=config["golden"]["file"],
+    output:
+        json=report(
+            f"{RESULTS}/golden_report.json",
+            caption="../report/golden_report.rst",
+            category="0. Golden check",
+        ),
+        md=f"{RESULTS}/golden_report.md",
+    params:
+        config=config,
+        title=f"run {RUN}",
+    log:
+        f"{LOGS}/golden_check.log",
+    conda:
+        "../../envs/numeric.yaml"
+    script:
+        "../scripts/golden_check.py"
+
+
+rule golden_gate:
+    input:
+        rules.golden_check.output.json,
+    output:
+        f"{RESULTS}/golden.ok",
+    params:
+        strict=config["golden"]["strict"],
+    log:
+        f"{LOGS}/golden_gate.log",
+    conda:
+        "../../envs/numeric.yaml"
+    script:
+        "../scripts/golden_gate.py"
+
+
+register(rules.merge_values)
+register(rules.golden_check)
