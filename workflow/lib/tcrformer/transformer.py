@@ -33,10 +33,17 @@ MASKED_SCORE = -1e9
 # 1. Positional encoding ------------------------------------------------------------------
 
 
-def sinusoidal_table(num_positions: int, d_model: int, base: float = 10000.0) -> Tensor:
+PE_BASE = 10000.0
+"""The paper's wavelength constant: pair i of the table has period 2 pi PE_BASE^(2i/d)."""
+
+
+def sinusoidal_table(
+    num_positions: int, d_model: int, base: float = PE_BASE, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """PE[pos, 2i] = sin(pos / base^(2i/d)), PE[pos, 2i+1] = cos(pos / base^(2i/d)).
 
-    Returns (num_positions, d_model). Pair i is a clock with angular frequency base^(-2i/d).
+    Returns (num_positions, d_model), computed in float64 and cast to `dtype`.
+    Pair i is a clock with angular frequency base^(-2i/d).
     """
     positions = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
     pair_dims = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i: (d/2,)
@@ -45,7 +52,7 @@ def sinusoidal_table(num_positions: int, d_model: int, base: float = 10000.0) ->
     table = torch.zeros(num_positions, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles)
-    return table.float()
+    return table.to(dtype)
 
 
 class PositionalEncoding(nn.Module):
