@@ -115,6 +115,12 @@ def _check_toy(config: Mapping) -> None:
         raise ConfigError(
             "toy.focus_position", focus, f"outside toy.sequence (length {len(sequence)})"
         )
+    width, heads = 4 + toy["pe_dims"], len(toy["heads"])
+    if 2 * heads != width:
+        raise ConfigError(
+            "toy.heads", f"{heads} heads",
+            f"{heads} heads of width 2 must fill the {width} input columns (4 + toy.pe_dims)",
+        )  # fmt: skip
 
 
 def _check_model_shape(section: Mapping, prefix: str) -> None:
@@ -132,8 +138,31 @@ def _check_model_shape(section: Mapping, prefix: str) -> None:
 
 def _check_notes(config: Mapping) -> None:
     notes = config.get("notes") or {}
-    if notes:
-        _check_model_shape(notes, "notes")
+    if not notes:
+        return
+    _check_model_shape(notes, "notes")
+    d_model, pe = notes.get("d_model"), notes.get("pe") or {}
+    if d_model is not None:
+        for i, dim in enumerate(pe.get("period_dims", [])):
+            if dim >= d_model:
+                raise ConfigError(
+                    f"notes.pe.period_dims[{i}]", dim, f"not below notes.d_model = {d_model}"
+                )
+        if pe.get("probe_dims", 0) > d_model:
+            raise ConfigError(
+                "notes.pe.probe_dims", pe["probe_dims"], f"more than notes.d_model = {d_model}"
+            )
+    max_len, shapes = notes.get("max_len"), notes.get("shapes") or {}
+    for key in ("src_len", "tgt_len"):
+        if max_len is not None and shapes.get(key, 0) > max_len:
+            raise ConfigError(
+                f"notes.shapes.{key}", shapes[key], f"longer than notes.max_len = {max_len}"
+            )
+    page2 = notes.get("page2") or {}
+    if "d_model" in page2 and "nhead" in page2:
+        _check_model_shape(
+            {"d_model": page2["d_model"], "num_heads": page2["nhead"]}, "notes.page2"
+        )
 
 
 def _check_reversal(config: Mapping) -> None:

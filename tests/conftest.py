@@ -1,0 +1,60 @@
+"""Shared fixtures: a private copy of the workflow to run Snakemake in, and a runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+# What a workflow copy needs; results/, .snakemake/ and the venv stay behind.
+WORKFLOW_PARTS = (
+    "Snakefile",
+    "config",
+    "workflow",
+    "envs",
+    "profiles",
+    "tests/golden",
+    "pyproject.toml",
+)
+
+
+def copy_workflow(dest: Path) -> Path:
+    for part in WORKFLOW_PARTS:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            (dest / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / part)
+    return dest
+
+
+@pytest.fixture
+def workflow_copy(tmp_path: Path) -> Path:
+    """A fresh copy of the workflow in a temporary directory."""
+    return copy_workflow(tmp_path / "wf")
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run snakemake in `cwd`; returns the completed process (stdout and stderr captured)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+def write_config(path: Path, overrides: dict) -> Path:
+    path.write_text(yaml.safe_dump(overrides, sort_keys=False))
+    return path
+
+
+def default_config() -> dict:
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
