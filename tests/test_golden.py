@@ -2,7 +2,6 @@
 
 import pytest
 
-from conftest import ROOT
 from tcrformer.golden import (
     FAIL,
     PASS,
@@ -17,6 +16,8 @@ from tcrformer.golden import (
     parse_tolerance,
     report_markdown,
 )
+
+from conftest import ROOT
 
 
 @pytest.mark.parametrize(

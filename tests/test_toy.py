@@ -4,10 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from conftest import default_config
+
 from tcrformer import toy
 from tcrformer.attention import multi_head_attention, softmax
 from tcrformer.chemistry import check_sequence, chemistry_matrix
+
+from conftest import default_config
 
 CFG = default_config()["toy"]
 
