@@ -1,9 +1,10 @@
 """Parameter formulas against the modules they describe."""
 
 import pytest
+from torch import nn
+
 from tcrformer import counting
 from tcrformer.transformer import EncoderDecoder
-from torch import nn
 
 CONFIGS = [
     counting.ModelDims(d_model=16, d_ff=32, num_layers=1, src_vocab=11, tgt_vocab=13),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tcrformer import notes
 
 PAPER = {
@@ -88,6 +89,7 @@ def test_parity_is_within_float32_rounding():
 def test_mha_parity_uses_the_causal_mask():
     """Copying our weights into PyTorch's module and flipping the mask is what makes them agree."""
     import torch
+
     from tcrformer.transformer import MultiHeadAttention, causal_mask
 
     torch.manual_seed(0)

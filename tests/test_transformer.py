@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from torch import nn
+
 from tcrformer.transformer import (
     AddNorm,
     EncoderDecoder,
@@ -18,7 +20,6 @@ from tcrformer.transformer import (
     shift_right,
     sinusoidal_table,
 )
-from torch import nn
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -159,9 +159,12 @@ def _check_notes(config: Mapping) -> None:
                 f"notes.shapes.{key}", shapes[key], f"longer than notes.max_len = {max_len}"
             )
     page2 = notes.get("page2") or {}
-    if "d_model" in page2 and "nhead" in page2:
-        _check_model_shape(
-            {"d_model": page2["d_model"], "num_heads": page2["nhead"]}, "notes.page2"
+    width, heads = page2.get("d_model"), page2.get("nhead")
+    if width is not None and width % 2:
+        raise ConfigError("notes.page2.d_model", width, "must be even (sin/cos pairs)")
+    if width is not None and heads and width % heads:
+        raise ConfigError(
+            "notes.page2.d_model", width, f"not divisible by notes.page2.nhead = {heads}"
         )
 
 

@@ -1,0 +1,30 @@
+# Chapter 2 (seed section 10.1-10.8, page 2 'In code'): the full encoder-decoder in PyTorch,
+# its positional encoding, parity with PyTorch's modules, and where its weights sit.
+
+
+rule notes_values:
+    output:
+        values=result("notes", "values.json"),
+        pe_table=result("notes", "pe_table.npy"),
+        breakdown_csv=result("notes", "param_breakdown.csv"),
+        breakdown_md=result("notes", "param_breakdown.md"),
+    params:
+        cfg=config["notes"],
+    log:
+        log_for("notes_values"),
+    benchmark:
+        benchmark_for("notes_values")
+    conda:
+        "../../envs/torch.yaml"
+    script:
+        "../scripts/notes_values.py"
+
+
+register(rules.notes_values)
+
+
+rule notes:
+    """Target: the study-notes chapter and its golden check."""
+    input:
+        rules.notes_values.output,
+        result("notes", "golden.ok"),
