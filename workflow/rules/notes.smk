@@ -8,14 +8,14 @@ rule notes_values:
         pe_table=result("notes", "pe_table.npy"),
         breakdown_csv=result("notes", "param_breakdown.csv"),
         breakdown_md=result("notes", "param_breakdown.md"),
-    params:
-        cfg=config["notes"],
     log:
         log_for("notes_values"),
     benchmark:
         benchmark_for("notes_values")
     conda:
         "../../envs/torch.yaml"
+    params:
+        cfg=config["notes"],
     script:
         "../scripts/notes_values.py"
 
