@@ -42,6 +42,28 @@ def workflow_copy(tmp_path: Path) -> Path:
     return copy_workflow(tmp_path / "wf")
 
 
+NETGUARD = ROOT / "tests" / "netguard"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_network(tmp_path_factory):
+    """Every Python subprocess of the suite runs behind tests/netguard; any internet
+    connection it tries is refused and logged, and the session fails at the end."""
+    log = tmp_path_factory.mktemp("netguard") / "connections.log"
+    log.touch()
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "TCRFORMER_NETWORK_LOG")}
+    path = os.pathsep.join(p for p in (str(NETGUARD), old["PYTHONPATH"]) if p)
+    os.environ.update(PYTHONPATH=path, TCRFORMER_NETWORK_LOG=str(log))
+    yield log
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    attempts = log.read_text()
+    assert not attempts, f"tests tried to open network connections:\n{attempts}"
+
+
 def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run snakemake in `cwd`; returns the completed process (stdout and stderr captured)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
