@@ -1,0 +1,170 @@
+"""Every config key rejects a bad value with one line naming the key.
+
+The invalid values are generated from the schema itself (wrong type, out of range, empty,
+not in the enum, an unknown key in every section), so a key added to the schema is covered
+without touching this file. All cases run through the same functions the Snakefile calls
+(tcrformer.config); a sample of them also runs through `snakemake` to prove the wiring:
+exit code 1, one line, no traceback, nothing under results/.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tcrformer.config import ConfigError, check_semantics, first_schema_error, load_schema
+
+from conftest import ROOT, default_config, snakemake, write_config
+
+SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+
+
+def resolve(node: dict) -> dict:
+    while "$ref" in node:
+        name = node["$ref"].split("/")[-1]
+        node = {**SCHEMA["$defs"][name], **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def bad_values(node: dict) -> Iterator[tuple[str, object]]:
+    """(what is wrong, a value) pairs that `node` must reject."""
+    node = resolve(node)
+    if "oneOf" in node:
+        yield "matches no alternative", 12345
+        return
+    kinds = node.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    if "enum" in node:
+        yield "not one of the choices", "no-such-choice"
+    if kinds and "string" not in kinds:
+        yield "wrong type", "not-a-number" if "array" not in kinds else "not-a-list"
+    elif kinds and "object" not in kinds:
+        yield "wrong type", {"a": 1}
+    if "integer" in kinds or "number" in kinds:
+        if "minimum" in node:
+            yield "below the minimum", node["minimum"] - 1
+        if "exclusiveMinimum" in node:
+            yield "at the exclusive minimum", node["exclusiveMinimum"]
+        if "maximum" in node:
+            yield "above the maximum", node["maximum"] + 1
+        if "exclusiveMaximum" in node:
+            yield "at the exclusive maximum", node["exclusiveMaximum"]
+    if "integer" in kinds and "number" not in kinds:
+        yield "not an integer", 1.5
+    if "string" in kinds:
+        if node.get("minLength", 0) >= 1:
+            yield "empty", ""
+        if "pattern" in node:
+            yield "against the pattern", "../../etc/passwd !"
+    if "array" in kinds and node.get("minItems", 0) >= 1:
+        yield "empty list", []
+    if "boolean" in kinds:
+        yield "wrong type", "yes"
+
+
+def leaf_keys(node: dict, path: tuple = ()) -> Iterator[tuple[tuple, dict]]:
+    node = resolve(node)
+    props = node.get("properties")
+    if props:
+        yield (*path, "no_such_key"), {"__unknown__": True}
+        for name, child in props.items():
+            yield from leaf_keys(child, (*path, name))
+    else:
+        yield path, node
+
+
+def cases() -> Iterator:
+    for path, node in leaf_keys(SCHEMA):
+        if node.get("__unknown__"):
+            yield pytest.param(path, "unknown key", "x", id=".".join(path))
+            continue
+        for why, value in bad_values(node):
+            yield pytest.param(path, why, value, id=f"{'.'.join(path)}-{why}")
+
+
+def with_value(config: dict, path: tuple, value) -> dict:
+    config = copy.deepcopy(config)
+    node = config
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    return config
+
+
+def validate(config: dict) -> ConfigError | None:
+    """What workflow/rules/common.smk does, minus sys.exit."""
+    error = first_schema_error(config, SCHEMA)
+    if error is not None:
+        return error
+    try:
+        check_semantics(config)
+    except ConfigError as err:
+        return err
+    return None
+
+
+ALL_CASES = list(cases())
+
+
+def test_the_default_config_is_valid():
+    assert validate(default_config()) is None
+
+
+def test_every_section_and_leaf_has_cases():
+    covered = {case.values[0] for case in ALL_CASES}
+    leaves = {path for path, node in leaf_keys(SCHEMA) if not node.get("__unknown__")}
+    assert leaves <= covered, sorted(leaves - covered)
+
+
+@pytest.mark.parametrize(("path", "why", "value"), ALL_CASES)
+def test_bad_value_names_its_key(path, why, value):
+    error = validate(with_value(default_config(), path, value))
+    assert error is not None, f"{'.'.join(path)} accepted a value that is {why}: {value!r}"
+    message = str(error)
+    assert "\n" not in message
+    assert message.startswith("config error: ")
+    dotted = ".".join(path)
+    # The error names the key (or, for a list or a section, the first bad element in it).
+    assert error.key == dotted or error.key.startswith(dotted), (error.key, dotted)
+
+
+SEMANTIC_CASES = [
+    ({"toy": {"focus_position": 14}}, "toy.focus_position"),
+    ({"notes": {"d_model": 500}}, "notes.d_model"),
+    ({"notes": {"d_model": 511, "num_heads": 1}}, "notes.d_model"),
+]
+
+
+@pytest.mark.parametrize(("override", "key"), SEMANTIC_CASES)
+def test_cross_key_checks(override, key):
+    config = default_config()
+    for section, values in override.items():
+        config[section].update(values)
+    error = validate(config)
+    assert error is not None and error.key == key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ({"run": "../../outside"}, "run"),
+        ({"golden": {"strict": "yes"}}, "golden.strict"),
+        ({"notes": {"d_model": 500}}, "notes.d_model"),
+        ({"toy": {"block": {"init_std": -1}}}, "toy.block.init_std"),
+        ({"unknown_section": {}}, "unknown_section"),
+    ],
+)
+def test_snakemake_stops_before_any_rule(workflow_copy, override, key):
+    bad = write_config(workflow_copy / "bad.yaml", override)
+    before = yaml.safe_load((workflow_copy / "config/config.yaml").read_text())
+    proc = snakemake(workflow_copy, "--configfile", str(bad))
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("config error")]
+    assert len(errors) == 1 and errors[0].startswith(f"config error: {key} = "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (workflow_copy / "results").exists()
+    assert yaml.safe_load((workflow_copy / "config/config.yaml").read_text()) == before
