@@ -1,0 +1,187 @@
+"""The execution profiles: they parse, every entry is explained, each says what it should,
+and Snakemake dry-runs the pipeline with them (the gpu profile puts `gpu=1` on the
+training rule and on no other)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ROOT / "profiles"
+NAMES = ("default", "gpu", "slurm")
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((PROFILES / name / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_profile_parses_as_snakemake_reads_it(name):
+    from snakemake.profiles import ProfileConfigFileParser
+
+    assert isinstance(load(name), dict)
+    path = PROFILES / name / "config.yaml"
+    with path.open() as stream:
+        args = ProfileConfigFileParser().parse(stream)
+    assert args, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_entry_is_commented(name):
+    """Each key with a value has a comment on its line or right above it."""
+    lines = (PROFILES / name / "config.yaml").read_text().splitlines()
+    uncommented = []
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, _, value = stripped.partition(":")
+        if not value.strip() or value.strip().startswith("#"):
+            continue  # a mapping's header line; its entries carry the comments
+        above = lines[i - 1].strip() if i else ""
+        if "#" not in value and not above.startswith("#"):
+            uncommented.append(key)
+    assert not uncommented, f"profiles/{name}: entries without a comment: {uncommented}"
+
+
+def test_default_profile_is_cpu_only():
+    profile = load("default")
+    assert profile["set-threads"]["train_reversal"] >= 1
+    gpus = [res.get("gpu", 0) for res in profile.get("set-resources", {}).values()]
+    assert not any(gpus)
+    assert "executor" not in profile
+
+
+def test_gpu_profile_gives_the_training_rule_one_gpu():
+    profile = load("gpu")
+    gpu_rules = {r for r, res in profile["set-resources"].items() if res.get("gpu")}
+    assert gpu_rules == {"train_reversal"}
+    assert profile["set-resources"]["train_reversal"]["gpu"] == 1
+    assert profile["config"]["reversal"]["device"] == "cuda"
+    assert "executor" not in profile
+
+
+def test_slurm_profile_has_what_a_cluster_needs():
+    profile = load("slurm")
+    assert profile["executor"] == "slurm"
+    defaults = profile["default-resources"]
+    assert defaults["slurm_partition"] and defaults["mem_mb"] > 0 and defaults["runtime"] > 0
+    training = profile["set-resources"]["train_reversal"]
+    assert training["gpu"] == 1 and training["cpus_per_gpu"] >= 1
+    assert training["slurm_partition"] != defaults["slurm_partition"]
+    assert profile["slurm-status-command"] == "squeue"
+    assert profile["slurm-init-seconds-before-status-checks"] >= 1
+
+
+def test_slurm_profile_marks_the_lines_a_site_edits():
+    text = (PROFILES / "slurm" / "config.yaml").read_text()
+    site = [line.strip() for line in text.splitlines() if "# SITE" in line]
+    for what in ("slurm_partition", "slurm_account", "gpu_model"):
+        assert any(line.lstrip("# ").startswith(what) for line in site), what
+    # exactly the two partition lines are live; account and GPU model are opt-in
+    live = [line for line in site if not line.startswith("#")]
+    assert len(live) == 2 and all(line.startswith("slurm_partition:") for line in live)
+
+
+def test_slurm_option_names_exist_in_the_installed_plugin():
+    """The profile's slurm-* keys are options of snakemake-executor-plugin-slurm."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from dataclasses import fields
+
+    from snakemake_executor_plugin_slurm import ExecutorSettings
+
+    options = {"slurm-" + f.name.replace("_", "-") for f in fields(ExecutorSettings)}
+    used = {key for key in load("slurm") if key.startswith("slurm-")}
+    assert used and used <= options, used - options
+
+
+# --- dry runs of the real pipeline -------------------------------------------------------
+
+needs_reversal = pytest.mark.skipif(
+    not (ROOT / "workflow/rules/reversal.smk").exists(),
+    reason="workflow/rules/reversal.smk (rule train_reversal) is not written yet",
+)
+
+
+def _copy_workflow(dest: Path) -> Path:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in filter(None, out.split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def _dry_run(wf: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args],
+        cwd=wf,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+def _resources_by_rule(dry_run_output: str) -> dict[str, list[str]]:
+    """rule name -> the `resources:` lines of its jobs in a dry run."""
+    found: dict[str, list[str]] = {}
+    rule = None
+    for line in dry_run_output.splitlines():
+        header = re.match(r"^(?:local)?rule (\w+):", line)
+        if header:
+            rule = header[1]
+        elif rule and line.strip().startswith("resources:"):
+            found.setdefault(rule, []).append(line.strip())
+    return found
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    return _copy_workflow(tmp_path_factory.mktemp("profiles") / "wf")
+
+
+@pytest.mark.slow
+@needs_reversal
+def test_gpu_profile_dry_run_puts_the_gpu_on_the_training_rule(workflow_copy):
+    out = _dry_run(workflow_copy, "--workflow-profile", "profiles/gpu", "reversal")
+    resources = _resources_by_rule(out)
+    assert "train_reversal" in resources, out[-4000:]
+    assert all(re.search(r"\bgpu=1\b", r) for r in resources["train_reversal"])
+    others = [r for name, lines in resources.items() if name != "train_reversal" for r in lines]
+    assert not any(re.search(r"\bgpu=[1-9]", r) for r in others), others
+
+
+@pytest.mark.slow
+@needs_reversal
+def test_slurm_profile_dry_run_sends_the_training_rule_to_the_gpu_partition(workflow_copy):
+    out = _dry_run(workflow_copy, "--workflow-profile", "profiles/slurm", "reversal")
+    resources = _resources_by_rule(out)
+    training = resources["train_reversal"]
+    assert all("slurm_partition=gpu" in r and re.search(r"\bgpu=1\b", r) for r in training)
+    assert all("cpus_per_gpu=" in r for r in training)
+    cpu_rules = [r for name, lines in resources.items() if name != "train_reversal" for r in lines]
+    assert cpu_rules and all("slurm_partition=cpu" in r for r in cpu_rules)
+
+
+@pytest.mark.slow
+def test_default_profile_dry_run_runs_on_the_cpu(workflow_copy):
+    out = _dry_run(workflow_copy, "toy")
+    resources = _resources_by_rule(out)
+    assert resources, out[-4000:]
+    assert not any(re.search(r"\bgpu=[1-9]", r) for lines in resources.values() for r in lines)
