@@ -15,6 +15,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/notes.smk"
+include: "workflow/rules/plm.smk"
 include: "workflow/rules/golden.smk"
 include: "workflow/rules/provenance.smk"
 

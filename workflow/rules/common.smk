@@ -44,7 +44,7 @@ def benchmark_for(rule_name):
 
 
 # Chapters that contribute a values.json to the merged results/<run>/values.json.
-CHAPTERS = ["toy", "notes"]
+CHAPTERS = ["toy", "notes", "plm"]
 
 
 # Every result file and the rule that wrote it, for the provenance manifest.

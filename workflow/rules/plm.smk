@@ -1,0 +1,101 @@
+# Chapter plm (seed section 7): hide one CDR3 residue and let a protein language model guess it.
+# ESM-2 reads the TCRbeta chain when its weights can be had (otherwise its result says why
+# not); SCEPTR, whose weights ship in its wheel, reads the paired receptor; the scan hides
+# every CDR3 position in turn with every available model.
+
+from tcrformer.plm.weights import weight_files
+from tcrformer.plm.settings import Esm2Options
+
+
+def esm2_weights(wildcards):
+    """Weight files that exist now: new or changed weights make plm_esm2 run again."""
+    esm2 = config["plm"]["esm2"]
+    return weight_files(
+        Esm2Options(esm2["model"], esm2["checkpoint"], esm2["required"])
+    )
+
+
+rule plm_esm2:
+    input:
+        weights=esm2_weights,
+    output:
+        result("plm", "esm2.json"),
+    log:
+        log_for("plm_esm2"),
+    benchmark:
+        benchmark_for("plm_esm2")
+    conda:
+        "../../envs/plm.yaml"
+    params:
+        cfg=config["plm"],
+    script:
+        "../scripts/plm_esm2.py"
+
+
+register(rules.plm_esm2)
+
+
+rule plm_sceptr:
+    output:
+        result("plm", "sceptr.json"),
+    log:
+        log_for("plm_sceptr"),
+    benchmark:
+        benchmark_for("plm_sceptr")
+    conda:
+        "../../envs/plm.yaml"
+    params:
+        cfg=config["plm"],
+    script:
+        "../scripts/plm_sceptr.py"
+
+
+register(rules.plm_sceptr)
+
+
+rule plm_scan:
+    input:
+        esm2=rules.plm_esm2.output[0],
+        weights=esm2_weights,
+    output:
+        table=result("plm", "scan.csv"),
+        summary=result("plm", "scan_summary.json"),
+    log:
+        log_for("plm_scan"),
+    benchmark:
+        benchmark_for("plm_scan")
+    conda:
+        "../../envs/plm.yaml"
+    params:
+        cfg=config["plm"],
+    script:
+        "../scripts/plm_scan.py"
+
+
+register(rules.plm_scan)
+
+
+rule plm_values:
+    input:
+        esm2=rules.plm_esm2.output[0],
+        sceptr=rules.plm_sceptr.output[0],
+        summary=rules.plm_scan.output.summary,
+    output:
+        result("plm", "values.json"),
+    log:
+        log_for("plm_values"),
+    conda:
+        "../../envs/plm.yaml"
+    script:
+        "../scripts/plm_values.py"
+
+
+register(rules.plm_values)
+
+
+rule plm:
+    """Target: the plm chapter (ESM-2, SCEPTR, the CDR3 scan) and its golden check."""
+    input:
+        rules.plm_values.output,
+        rules.plm_scan.output,
+        result("plm", "golden.ok"),
