@@ -12,12 +12,16 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/notes.smk"
 include: "workflow/rules/plm.smk"
 include: "workflow/rules/golden.smk"
 include: "workflow/rules/provenance.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:
@@ -26,3 +30,5 @@ rule all:
         f"{RESULTS}/golden.ok",
         f"{RESULTS}/manifest.json",
         [result(chapter, "golden.ok") for chapter in CHAPTERS],
+        rules.figures.input,
+        rules.manifest_table.output,
