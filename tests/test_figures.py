@@ -1,0 +1,238 @@
+"""Figures: the fast chapters' figure rules run, every PNG opens, reruns are byte-identical,
+and nothing that draws a figure imports code that trains or loads a model."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from conftest import ROOT, snakemake
+
+PLOTTING = ROOT / "workflow" / "lib" / "tcrformer" / "plotting"
+SCRIPTS = sorted((ROOT / "workflow" / "scripts").glob("fig_*.py"))
+FIGURES_SMK = ROOT / "workflow" / "rules" / "figures.smk"
+CAPTIONS = ROOT / "workflow" / "report" / "figures"
+
+# Modules that train or load a model: a figure must be drawable without any of them.
+MODEL_MODULES = (
+    "torch",
+    "esm",
+    "sceptr",
+    "libtcrlm",
+    "tcrformer.reversal",
+    "tcrformer.fast",
+    "tcrformer.transformer",
+    "tcrformer.plm",
+    "tcrformer.notes",
+    "tcrformer.toy",
+)
+FAST_FIGURES = {
+    "fig01_toy_input",
+    "fig02_head_plane",
+    "fig03_attention_row",
+    "fig04_heads",
+    "figS1_sqrt_dk_scaling",
+    "fig09_positional_encoding",
+    "figS2_param_breakdown",
+    "fig12_teacher_forcing",
+}
+PNG_WIDTH_PX = (600, 3000)
+PNG_HEIGHT_PX = (300, 2500)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of the modules a file imports (relative imports resolved in tcrformer)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = ["tcrformer", "plotting"][: 3 - node.level]
+                base = ".".join([*package, base] if base else package)
+            names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+def is_model_module(name: str) -> bool:
+    return any(name == m or name.startswith(f"{m}.") for m in MODEL_MODULES)
+
+
+@pytest.mark.parametrize("path", SCRIPTS + sorted(PLOTTING.glob("*.py")), ids=lambda p: p.name)
+def test_figure_code_imports_no_model_code(path):
+    offending = sorted(n for n in imported_modules(path) if is_model_module(n))
+    assert not offending, f"{path.name} imports {offending}"
+
+
+def test_importing_the_plotting_package_loads_no_model_code():
+    modules = [f"tcrformer.plotting.{p.stem}" for p in PLOTTING.glob("*.py")]
+    code = (
+        "import sys, importlib\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [m for m in loaded if is_model_module(m)]
+
+
+def test_the_import_check_sees_relative_and_model_imports(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ..reversal import train\nimport torch.nn\nfrom . import style\n")
+    names = imported_modules(probe)
+    assert {"tcrformer.reversal", "torch.nn", "tcrformer.plotting.style"} <= names
+    assert is_model_module("tcrformer.reversal.train") and not is_model_module("tcrformer.io")
+
+
+def figure_names() -> list[str]:
+    return re.findall(r'figure_png\("([^"]+)"', FIGURES_SMK.read_text())
+
+
+def test_every_figure_has_a_caption_and_a_name_after_the_seed():
+    names = figure_names()
+    assert FAST_FIGURES <= set(names)
+    for name in names:
+        assert re.fullmatch(r"fig(\d\d|S\d)_[a-z0-9_]+", name), name
+        assert (CAPTIONS / f"{name}.rst").read_text().strip(), name
+
+
+def check_png(path: Path) -> None:
+    image = imread(path)
+    height, width = image.shape[:2]
+    assert PNG_WIDTH_PX[0] <= width <= PNG_WIDTH_PX[1], (path.name, width)
+    assert PNG_HEIGHT_PX[0] <= height <= PNG_HEIGHT_PX[1], (path.name, height)
+    assert image.std() > 0.01, f"{path.name} is blank"
+
+
+@pytest.mark.slow
+def test_fast_figure_rules_render_valid_byte_stable_files(workflow_copy):
+    wf = workflow_copy
+    first = snakemake(wf, "figures_toy", "figures_notes")
+    assert first.returncode == 0, first.stderr[-3000:]
+    figures = wf / "results" / "paper" / "figures"
+    for name in sorted(FAST_FIGURES):
+        check_png(figures / f"{name}.png")
+        assert (figures / f"{name}.svg").read_bytes().startswith(b"<?xml")
+    drawn = {p.name: p.read_bytes() for p in figures.glob("fig*.*")}
+    assert len(drawn) == 2 * len(FAST_FIGURES)
+    again = snakemake(wf, "figures_toy", "figures_notes", "--forcerun", *sorted(FAST_FIGURES))
+    assert again.returncode == 0, again.stderr[-3000:]
+    redrawn = {p.name: p.read_bytes() for p in figures.glob("fig*.*")}
+    changed = [name for name in drawn if redrawn[name] != drawn[name]]
+    assert not changed, f"not byte-identical on rerun: {changed}"
+    for data in redrawn.values():
+        assert b"Software" not in data[:4096] and b"<dc:date>" not in data
+
+
+# The language-model figures from hand-made results (no model needed).
+
+
+def guess(position: int, true: str, top: str) -> dict:
+    probabilities = {aa: 0.01 for aa in "ACDEFGHIKLMNPQRSTVWY"}
+    probabilities[top] = 0.81
+    return {
+        "model": "sceptr",
+        "position": position,
+        "true_residue": true,
+        "probabilities": probabilities,
+        "p_true": probabilities[true],
+    }
+
+
+def scan_table(models=("sceptr",)) -> pd.DataFrame:
+    cdr3, segments = "CASSIRS", ["V-gene"] * 5 + ["junction"] * 2
+    rows = [
+        {"model": m, "position": i + 1, "true_residue": aa, "segment": s, "p_true": 0.5}
+        for m in models
+        for i, (aa, s) in enumerate(zip(cdr3, segments, strict=True))
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("esm2_available", [False, True])
+def test_plm_figures_draw_with_and_without_esm2(tmp_path, esm2_available):
+    from tcrformer.plotting import plm, style
+
+    sceptr = {"variant": "SCEPTR_MLM_only", "guesses": [guess(1, "C", "C"), guess(6, "R", "G")]}
+    esm2 = {"model": "esm2_t12_35M_UR50D", "available": False, "reason": "no weights here"}
+    if esm2_available:
+        esm2 = {**esm2, "available": True, "guesses": [guess(1, "C", "C")]}
+    fig = plm.draw_masked_guesses(esm2, sceptr, "CASSIRS")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert sum("SCEPTR" in t for t in titles) == 2
+    assert sum("ESM-2" in t for t in titles) == (1 if esm2_available else 0)
+    scan = plm.draw_cdr3_scan(
+        scan_table(("esm2", "sceptr") if esm2_available else ("sceptr",)),
+        {"sceptr": {"mean_p_true_germline": 0.8, "mean_p_true_junctional": 0.1}},
+        plm.model_details(esm2, sceptr),
+    )
+    style.save(scan, tmp_path / "scan.png", tmp_path / "scan.svg")
+    check_png(tmp_path / "scan.png")
+
+
+def test_top_guesses_and_the_masked_cdr3():
+    from tcrformer.plotting import plm
+
+    assert plm.top_guesses({"A": 0.2, "C": 0.5, "D": 0.2, "E": 0.1}, k=3) == [
+        ("C", 0.5),
+        ("A", 0.2),
+        ("D", 0.2),
+    ]
+    assert plm.masked("CASSIRSSYEQYF", 6) == "CASSI·SSYEQYF"
+    assert plm.cdr3_of(scan_table()) == "CASSIRS"
+
+
+def test_teacher_forcing_and_masks():
+    from tcrformer.plotting.teacher_forcing import masks_for
+
+    masks = masks_for("CAS", pad_tokens=2)
+    assert masks["decoder_input"] == ["<bos>", "C", "A", "S"]
+    assert masks["target"] == ["C", "A", "S", "<eos>"]
+    causal = np.array(masks["causal"])
+    assert (causal == np.tril(np.ones((6, 6), dtype=bool))).all()
+    assert np.array(masks["padding"])[:, -2:].sum() == 0
+    assert np.array(masks["combined"]).sum() == causal[:, :4].sum()
+
+
+def test_golden_table_escapes_and_groups_by_chapter():
+    from tcrformer.plotting.tables import golden_html
+
+    report = {
+        "golden_file": "tests/golden/seed_values.yaml",
+        "summary": {"PASS": 1, "FAIL": 1},
+        "rows": [
+            {
+                "chapter": "toy",
+                "key": "toy.x",
+                "seed_value": 0.605,
+                "value": 0.60472,
+                "tolerance": "abs 0.0005",
+                "status": "PASS",
+                "reason": "",
+            },
+            {
+                "chapter": "notes",
+                "key": "n.<b>",
+                "seed_value": [1, 2],
+                "value": None,
+                "tolerance": "exact",
+                "status": "FAIL",
+                "reason": "no regenerated value",
+            },
+        ],
+        "extra_keys": [],
+    }
+    page = golden_html(report, "run paper")
+    assert page.index("Chapter toy") < page.index("Chapter notes")
+    assert "n.&lt;b&gt;" in page and "<b>1 PASS, 1 FAIL</b>" in page
