@@ -80,3 +80,10 @@ def write_config(path: Path, overrides: dict) -> Path:
 
 def default_config() -> dict:
     return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the SLURM tests last: once SLURM's client tools are installed, every Snakemake
+    start asks `scontrol` for the cluster's config (the SLURM executor plugin does, at
+    import), which waits ~10 s whenever no controller is running."""
+    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)
