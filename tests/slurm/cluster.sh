@@ -2,7 +2,8 @@
 # A real one-node SLURM cluster on this machine, for tests/test_slurm.py and CI.
 #
 #   bash tests/slurm/cluster.sh [start]   install if missing, configure, start, wait until idle
-#   bash tests/slurm/cluster.sh stop      stop the daemons by the PIDs in their pid files
+#   bash tests/slurm/cluster.sh stop      stop the daemons by the PIDs in their pid files,
+#                                         and remove slurm.conf (see stop())
 #   bash tests/slurm/cluster.sh status    say which daemons run and what sinfo reports
 #
 # Idempotent: `start` on a running cluster with an unchanged configuration only
@@ -232,6 +233,11 @@ stop_slurm() {
 stop() {
     stop_slurm
     stop_pidfile munged "$MUNGE_PID"
+    # Leave no configured-but-dead cluster behind: with slurm.conf in place every SLURM
+    # client call (and so every Snakemake start, whose SLURM executor plugin runs
+    # `scontrol show config` at import) waits ~9 s for the missing controller; without
+    # it they fail at once. `start` writes it again.
+    rm -f "$ETC/slurm.conf"
     log "stopped"
 }
 
