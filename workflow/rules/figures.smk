@@ -218,6 +218,106 @@ rule fig12_teacher_forcing:
 register(rules.fig12_teacher_forcing)
 
 
+rule fig05_pre_ln_block:
+    output:
+        png=figure_png("fig05_pre_ln_block", SCHEMATIC_CATEGORY),
+        svg=figure_svg("fig05_pre_ln_block"),
+    log:
+        log_for("fig05_pre_ln_block"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        draw="draw_pre_ln_block",
+        sizes={},
+    script:
+        "../scripts/fig_schematic.py"
+
+
+register(rules.fig05_pre_ln_block)
+
+
+rule fig06_encoder_decoder:
+    output:
+        png=figure_png("fig06_encoder_decoder", SCHEMATIC_CATEGORY),
+        svg=figure_svg("fig06_encoder_decoder"),
+    log:
+        log_for("fig06_encoder_decoder"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        draw="draw_encoder_decoder",
+        sizes={
+            "cdr3": config["toy"]["sequence"],
+            "peptide": EPITOPE,
+            "focus": config["toy"]["focus_position"],
+        },
+    script:
+        "../scripts/fig_schematic.py"
+
+
+register(rules.fig06_encoder_decoder)
+
+
+rule fig08_transformer:
+    output:
+        png=figure_png("fig08_transformer", SCHEMATIC_CATEGORY),
+        svg=figure_svg("fig08_transformer"),
+    log:
+        log_for("fig08_transformer"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        draw="draw_transformer",
+        sizes={
+            "n_layers": config["notes"]["num_layers"],
+            "d_model": config["notes"]["d_model"],
+        },
+    script:
+        "../scripts/fig_schematic.py"
+
+
+register(rules.fig08_transformer)
+
+
+rule fig10_multihead_split:
+    output:
+        png=figure_png("fig10_multihead_split", SCHEMATIC_CATEGORY),
+        svg=figure_svg("fig10_multihead_split"),
+    log:
+        log_for("fig10_multihead_split"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        draw="draw_multihead_split",
+        sizes={
+            "d_model": config["notes"]["d_model"],
+            "n_heads": config["notes"]["num_heads"],
+        },
+    script:
+        "../scripts/fig_schematic.py"
+
+
+register(rules.fig10_multihead_split)
+
+
+rule fig11_post_pre_ln:
+    output:
+        png=figure_png("fig11_post_pre_ln", SCHEMATIC_CATEGORY),
+        svg=figure_svg("fig11_post_pre_ln"),
+    log:
+        log_for("fig11_post_pre_ln"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        draw="draw_post_pre_ln",
+        sizes={},
+    script:
+        "../scripts/fig_schematic.py"
+
+
+register(rules.fig11_post_pre_ln)
+
+
 rule golden_table:
     """The run's golden report as a table that reads in the report (the JSON is raw text)."""
     input:
@@ -269,6 +369,13 @@ TOY_FIGURES = [
     rules.fig04_heads,
 ]
 PLM_FIGURES = [rules.fig07_masked_guesses, rules.fig07_cdr3_scan]
+SCHEMATIC_FIGURES = [
+    rules.fig05_pre_ln_block,
+    rules.fig06_encoder_decoder,
+    rules.fig08_transformer,
+    rules.fig10_multihead_split,
+    rules.fig11_post_pre_ln,
+]
 NOTES_FIGURES = [
     rules.fig09_positional_encoding,
     rules.figS2_param_breakdown,
@@ -294,8 +401,14 @@ rule figures_plm:
         outputs(PLM_FIGURES),
 
 
+rule figures_schematic:
+    """Target: the schematic figures (fast: they read no results)."""
+    input:
+        outputs(SCHEMATIC_FIGURES),
+
+
 rule figures:
     """Target: every figure, and the golden table for the report."""
     input:
-        outputs(TOY_FIGURES + PLM_FIGURES + NOTES_FIGURES),
+        outputs(TOY_FIGURES + PLM_FIGURES + NOTES_FIGURES + SCHEMATIC_FIGURES),
         rules.golden_table.output,

@@ -6,7 +6,11 @@ TOY_CATEGORY = "1. Toy Transformer"
 PLM_CATEGORY = "2. Protein language models"
 NOTES_CATEGORY = "3. Study notes"
 REVERSAL_CATEGORY = "4. Reversal training"
+SCHEMATIC_CATEGORY = "5. Schematics"
 GOLDEN_CATEGORY = "0. Golden check"
+
+# The peptide the receptor recognises (influenza M1 58-66 on HLA-A*02:01), shown in Fig. 6.
+EPITOPE = "GILGFVFTL"
 
 
 def figure_png(name, category):

@@ -72,6 +72,12 @@ SEQUENTIAL_CMAP = "viridis"
 DIVERGING_CMAP = "RdBu_r"
 
 
+def categorical_colours(n: int) -> list:
+    """n distinct colours (tab10, then tab20 for more than ten)."""
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
 def residue_class(residue: str) -> str:
     for name, members in RESIDUE_CLASSES.items():
         if residue in members:
