@@ -122,7 +122,7 @@ def check_png(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_fast_figure_rules_render_valid_byte_stable_files(workflow_copy):
+def test_fast_figure_rules_render_valid_byte_stable_files_and_a_report(workflow_copy):
     wf = workflow_copy
     first = snakemake(wf, *FAST_TARGETS)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -139,6 +139,13 @@ def test_fast_figure_rules_render_valid_byte_stable_files(workflow_copy):
     assert not changed, f"not byte-identical on rerun: {changed}"
     for data in redrawn.values():
         assert b"Software" not in data[:4096] and b"<dc:date>" not in data
+    report = wf / "report.html"
+    built = snakemake(wf, *FAST_TARGETS, "--report", str(report))
+    assert built.returncode == 0, built.stderr[-3000:]
+    page = report.read_text(encoding="utf-8")
+    for name in FAST_FIGURES:
+        assert f"{name}.png" in page, name
+    assert "1. Toy Transformer" in page and "5. Schematics" in page
 
 
 # The language-model figures from hand-made results (no model needed).
