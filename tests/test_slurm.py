@@ -39,8 +39,11 @@ SHORT_TRAINING = {
     "batch_size": 16,
     "checkpoint_every": 10,
     "log_every": 5,
+    "report_every": 10,
     "eval_n": 20,
 }
+# The training rule has a wildcard (the recipe), so its output file is the target.
+TRAINING_TARGET = "results/paper/reversal/model.safetensors"
 # Serialises SLURM tests of concurrent pytest sessions on one machine: one cluster.
 LOCK_FILE = Path("/tmp/tcrformer-slurm-test.lock")
 
@@ -177,7 +180,7 @@ def test_pipeline_runs_through_slurm(slurm_cluster, tmp_path):
     targets = ["toy", "notes"]
     args = []
     if training:
-        targets.append("train_reversal")
+        targets.append(TRAINING_TARGET)
         overrides = tmp_path / "short_training.yaml"
         overrides.write_text(yaml.safe_dump(_short_training_config(wf)))
         args += ["--configfile", str(overrides)]
@@ -189,9 +192,10 @@ def test_pipeline_runs_through_slurm(slurm_cluster, tmp_path):
     env["PYTHONPATH"] = str(wf / "workflow/lib")
     snakemake = shutil.which("snakemake", path=env["PATH"])
     assert snakemake, "snakemake not found next to the test's Python"
+    # Targets before --configfile, which takes every word after it.
     cmd = ["timeout", "-s", "KILL", str(RUN_LIMIT_S), snakemake,
            "--workflow-profile", "profiles/slurm", "--verbose", "--cores", "2",
-           *args, *targets]  # fmt: skip
+           *targets, *args]  # fmt: skip
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=wf, env=env, capture_output=True, text=True)
     wall_s = time.monotonic() - t0
@@ -227,4 +231,5 @@ def test_pipeline_runs_through_slurm(slurm_cluster, tmp_path):
 
     if not training:
         pytest.skip("no train_reversal rule yet: the GPU job was not exercised")
-    assert "train_reversal" in submitted, submitted
+    assert len(submitted.get("train_reversal", [])) == 1, submitted
+    assert (wf / TRAINING_TARGET).stat().st_size > 0
