@@ -249,3 +249,24 @@ def test_golden_table_escapes_and_groups_by_chapter():
     page = golden_html(report, "run paper")
     assert page.index("Chapter toy") < page.index("Chapter notes")
     assert "n.&lt;b&gt;" in page and "<b>1 PASS, 1 FAIL</b>" in page
+
+
+def test_training_figure_from_hand_made_results(tmp_path):
+    from tcrformer.plotting import reversal, style
+
+    steps = np.arange(1, 101)
+    losses = pd.DataFrame({"step": steps, "loss": 0.6 + 3.0 * np.exp(-steps / 20)})
+    values = {"reversal.loss_step50": 0.85, "reversal.loss_step100": 0.62,
+              "reversal.label_smoothing_floor": 0.574, "speedrun.loss_step50": 9.0,
+              "reversal.cross_attention_antidiagonal_mean": 0.95}  # fmt: skip
+    training = reversal.training_values(values, "reversal")
+    assert training.report_losses == {50: 0.85, 100: 0.62} and training.floor == 0.574
+    attention = np.full((4, 8, 7), 1 / 7)
+    fig = reversal.draw_training(losses, training, attention, "CASSIRS", "SRISSAC", 2)
+    loss_ax, map_ax = fig.axes[:2]
+    assert [t.get_text() for t in map_ax.get_yticklabels()][-1] == "<eos>"
+    assert "95%" in map_ax.get_title()
+    assert any(np.allclose(line.get_ydata(), 0.574) for line in loss_ax.get_lines())
+    style.save(fig, tmp_path / "f.png", tmp_path / "f.svg")
+    check_png(tmp_path / "f.png")
+    assert reversal.read_decoded("CAS\nSAC\n") == ("CAS", "SAC")

@@ -218,6 +218,30 @@ rule fig12_teacher_forcing:
 register(rules.fig12_teacher_forcing)
 
 
+rule fig13_training:
+    input:
+        losses=result("reversal", "losses.csv"),
+        values=result("reversal", "values.json"),
+        attention=result("reversal", "cross_attention.npy"),
+        decoded=result("reversal", "cdr3_decoded.txt"),
+    output:
+        png=figure_png("fig13_training", REVERSAL_CATEGORY),
+        svg=figure_svg("fig13_training"),
+    log:
+        log_for("fig13_training"),
+    conda:
+        "../../envs/plotting.yaml"
+    params:
+        prefix="reversal",
+        layer=lambda wildcards: config["reversal"]["cross_attention_layer"],
+    script:
+        "../scripts/fig_training.py"
+
+
+if "reversal" in CHAPTERS:
+    register(rules.fig13_training)
+
+
 rule fig05_pre_ln_block:
     output:
         png=figure_png("fig05_pre_ln_block", SCHEMATIC_CATEGORY),
@@ -369,6 +393,8 @@ TOY_FIGURES = [
     rules.fig04_heads,
 ]
 PLM_FIGURES = [rules.fig07_masked_guesses, rules.fig07_cdr3_scan]
+# Fig. 13 needs the reversal chapter (a training of a few minutes); none without it.
+REVERSAL_FIGURES = [rules.fig13_training] if "reversal" in CHAPTERS else []
 SCHEMATIC_FIGURES = [
     rules.fig05_pre_ln_block,
     rules.fig06_encoder_decoder,
@@ -401,6 +427,12 @@ rule figures_plm:
         outputs(PLM_FIGURES),
 
 
+rule figures_reversal:
+    """Target: the training figure (trains the reversal model first, a few minutes)."""
+    input:
+        outputs(REVERSAL_FIGURES),
+
+
 rule figures_schematic:
     """Target: the schematic figures (fast: they read no results)."""
     input:
@@ -410,5 +442,11 @@ rule figures_schematic:
 rule figures:
     """Target: every figure, and the golden table for the report."""
     input:
-        outputs(TOY_FIGURES + PLM_FIGURES + NOTES_FIGURES + SCHEMATIC_FIGURES),
+        outputs(
+            TOY_FIGURES
+            + PLM_FIGURES
+            + NOTES_FIGURES
+            + REVERSAL_FIGURES
+            + SCHEMATIC_FIGURES
+        ),
         rules.golden_table.output,
