@@ -1,0 +1,52 @@
+"""The atomic writers: a killed writer never leaves a half-written result."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tcrformer import io
+
+
+def test_write_json_is_canonical_and_rejects_nan(tmp_path):
+    path = tmp_path / "v.json"
+    io.write_json(path, {"b": np.float64(0.5), "a": np.arange(3)})
+    assert path.read_text() == '{\n  "a": [\n    0,\n    1,\n    2\n  ],\n  "b": 0.5\n}\n'
+    with pytest.raises(ValueError, match="non-finite"):
+        io.write_json(path, {"x": float("nan")})
+    assert json.loads(path.read_text())["b"] == 0.5  # the old file is untouched
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "a.txt"
+    io.write_text(path, "old")
+    with pytest.raises(RuntimeError), io.atomic_path(path) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_stale_temporaries_of_a_killed_writer_are_cleaned_up(tmp_path):
+    (tmp_path / ".a.txt.abc123.tmp").write_text("litter")
+    io.write_text(tmp_path / "a.txt", "new")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_unreadable_files_name_the_file(tmp_path):
+    bad = tmp_path / "values.json"
+    bad.write_text("{not json")
+    with pytest.raises(io.ResultFileError, match="values.json: not valid JSON"):
+        io.read_json(bad)
+    npy = tmp_path / "x.npy"
+    npy.write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(io.ResultFileError, match="x.npy"):
+        io.read_npy(npy)
+    with pytest.raises(io.ResultFileError, match="file not found"):
+        io.read_json(tmp_path / "missing.json")
+
+
+def test_npy_round_trip_without_pickle(tmp_path):
+    a = np.arange(12.0).reshape(3, 4)
+    io.write_npy(tmp_path / "a.npy", a)
+    np.testing.assert_array_equal(io.read_npy(tmp_path / "a.npy"), a)

@@ -1,0 +1,107 @@
+"""Whole-pipeline guarantees: identical reruns, and a run killed anywhere recovers.
+
+A killed run is recovered with the command the README documents:
+    snakemake --unlock && snakemake --cores 2 <targets>
+(the default profile sets rerun-incomplete, so half-done jobs are redone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SNAKEMAKE, copy_workflow, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+# Fast chapters and their figures; ESM-2 is not fetched (no network in tests).
+FAST_TARGETS = ["toy", "notes", "plm", "figures_toy", "figures_notes", "figures_plm"]
+OFFLINE = {"plm": {"esm2": {"download": False}}}
+# The kill tests use the chapters without the protein language models, to stay quick.
+KILL_TARGETS = ["toy", "notes", "figures_toy", "figures_notes"]
+# Files that legitimately differ between runs: timings, logs, provenance.
+VARYING = ("logs", "benchmarks")
+
+
+def digest_tree(results: Path) -> dict[str, str]:
+    digests = {}
+    for path in sorted(results.rglob("*")):
+        rel = path.relative_to(results)
+        if path.is_file() and rel.parts[1] not in VARYING and "timing" not in path.name:
+            digests[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def run_targets(wf: Path, targets: list[str], config: Path) -> None:
+    proc = snakemake(wf, *targets, "--configfile", str(config))  # --configfile takes several
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_two_clean_runs_are_byte_identical(tmp_path):
+    trees = []
+    for name in ("first", "second"):
+        wf = copy_workflow(tmp_path / name)
+        run_targets(wf, FAST_TARGETS, write_config(wf / "offline.yaml", OFFLINE))
+        trees.append(digest_tree(wf / "results"))
+    assert trees[0].keys() == trees[1].keys()
+    differ = [k for k in trees[0] if trees[0][k] != trees[1][k]]
+    assert not differ, differ
+    assert any(k.endswith(".png") for k in trees[0]) and any(k.endswith(".svg") for k in trees[0])
+    assert any(k.endswith(".npy") for k in trees[0]) and any(k.endswith(".csv") for k in trees[0])
+
+
+def kill_when(wf: Path, args: list[str], marker: str, delay: float, timeout: float = 300) -> None:
+    """Start snakemake, wait until `marker` (a path under wf) exists, wait `delay` more
+    seconds, then SIGKILL its whole process group."""
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "2", *args],
+        cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    try:
+        while not (wf / marker).exists():
+            assert proc.poll() is None, f"snakemake ended before {marker} appeared"
+            assert time.monotonic() < deadline, f"{marker} never appeared"
+            time.sleep(0.05)
+        time.sleep(delay)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def recover(wf: Path, args: list[str]) -> None:
+    """The README's recovery: unlock, then the same command again."""
+    assert snakemake(wf, "--unlock").returncode == 0
+    proc = snakemake(wf, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    wf = copy_workflow(tmp_path_factory.mktemp("reference") / "wf")
+    config = write_config(wf / "offline.yaml", OFFLINE)
+    run_targets(wf, KILL_TARGETS, config)
+    return digest_tree(wf / "results")
+
+
+@pytest.mark.parametrize(
+    ("marker", "delay"),
+    [
+        ("results/paper/logs/toy_values.log", 0.3),  # while the toy chapter computes
+        ("results/paper/toy/golden.ok", 0.0),  # between chapters
+        ("results/paper/figures/fig01_toy_input.png", 0.2),  # while figures are drawn
+    ],
+    ids=["during-toy", "between-chapters", "during-figures"],
+)
+def test_killed_run_recovers_to_the_same_results(workflow_copy, uninterrupted, marker, delay):
+    wf = workflow_copy
+    args = [*KILL_TARGETS, "--configfile", str(write_config(wf / "offline.yaml", OFFLINE))]
+    kill_when(wf, args, marker, delay)
+    recover(wf, args)
+    assert digest_tree(wf / "results") == uninterrupted
