@@ -51,6 +51,12 @@ def test_every_entry_is_commented(name):
     assert not uncommented, f"profiles/{name}: entries without a comment: {uncommented}"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_profile_resumes_a_killed_run(name):
+    """Profiles replace each other, so each one says it (the README's resume promise)."""
+    assert load(name)["rerun-incomplete"] is True
+
+
 def test_default_profile_is_cpu_only():
     profile = load("default")
     assert profile["set-threads"]["train_reversal"] >= 1

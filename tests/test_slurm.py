@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
-# The partitions tests/slurm/cluster.sh creates.
-LOCAL_PARTITIONS = {"cpu": "ci", "gpu": "ci_gpu"}
+# The partitions tests/slurm/cluster.sh creates, in the order the profile's SITE
+# partition lines come: default-resources first, then the training rule's.
+LOCAL_PARTITIONS = ("ci", "ci_gpu")
 # Hard bound on the whole Snakemake run (the test's budget is 5 minutes).
 RUN_LIMIT_S = 300
 # A short training run: only these keys change, and only if the config has them.
@@ -111,12 +112,13 @@ SITE_LINE = re.compile(r"^(\s*slurm_partition:\s*)(\S+)(\s+# SITE\b.*)$")
 
 def site_edit(profile_text: str) -> str:
     """What a site does to profiles/slurm/config.yaml: set the partition names."""
-    edited = []
+    edited, partitions = [], iter(LOCAL_PARTITIONS)
     for line in profile_text.splitlines():
         match = SITE_LINE.match(line)
         if match:
-            line = match[1] + LOCAL_PARTITIONS[match[2]] + match[3]
+            line = match[1] + next(partitions) + match[3]
         edited.append(line)
+    assert next(partitions, None) is None, "the profile has fewer SITE partition lines"
     return "\n".join(edited) + "\n"
 
 
