@@ -44,7 +44,7 @@ def benchmark_for(rule_name):
 
 
 # Chapters that contribute a values.json to the merged results/<run>/values.json.
-CHAPTERS = ["toy", "notes", "plm"]
+CHAPTERS = ["toy", "notes", "plm", "reversal"]
 
 
 # Every result file and the rule that wrote it, for the provenance manifest.

@@ -1,0 +1,92 @@
+# Chapter reversal (seed section 10.9): train the study-notes encoder-decoder to reverse
+# random amino-acid strings, then test it on held-out strings and on the CDR3.
+# results/<run>/reversal/ holds the recipe `reversal.recipe` names (the paper's by default);
+# results/<run>/speedrun/ the time-to-accuracy recipe (target `speedrun`, not part of `all`).
+# Checkpoints go to <folder>/checkpoints/, which no rule declares: Snakemake never deletes
+# them, so a killed training resumes where it stopped.
+
+from tcrformer.reversal.recipe import recipe_from_config
+
+RECIPE_OF = {"reversal": config["reversal"]["recipe"], "speedrun": "speedrun"}
+
+
+def _reversal_recipes():
+    """Both recipes, checked now: a bad value is one line naming the key, exit 1."""
+    try:
+        return {d: recipe_from_config(config["reversal"], n) for d, n in RECIPE_OF.items()}
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        sys.exit(1)
+
+
+REVERSAL_RECIPES = _reversal_recipes()
+
+
+wildcard_constraints:
+    recipe_dir="reversal|speedrun",
+
+
+rule train_reversal:
+    output:
+        model=result("{recipe_dir}", "model.safetensors"),
+        losses=result("{recipe_dir}", "losses.csv"),
+        timing=result("{recipe_dir}", "training_time.json"),
+    log:
+        log_for("train_reversal_{recipe_dir}"),
+    benchmark:
+        benchmark_for("train_reversal_{recipe_dir}")
+    threads: 2
+    resources:
+        gpu=0,
+        mem_mb=2000,
+    conda:
+        "../../envs/torch.yaml"
+    params:
+        recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
+        training=lambda wc: REVERSAL_RECIPES[wc.recipe_dir].training_params(),
+        checkpoints=lambda wc: result(wc.recipe_dir, "checkpoints"),
+    script:
+        "../scripts/train_reversal.py"
+
+
+rule evaluate_reversal:
+    input:
+        model=rules.train_reversal.output.model,
+        losses=rules.train_reversal.output.losses,
+    output:
+        values=result("{recipe_dir}", "values.json"),
+        attention=result("{recipe_dir}", "cross_attention.npy"),
+        cdr3=result("{recipe_dir}", "cdr3_decoded.txt"),
+    log:
+        log_for("evaluate_reversal_{recipe_dir}"),
+    benchmark:
+        benchmark_for("evaluate_reversal_{recipe_dir}")
+    threads: 2
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../envs/torch.yaml"
+    params:
+        recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
+        prefix=lambda wc: wc.recipe_dir,
+        evaluation=lambda wc: REVERSAL_RECIPES[wc.recipe_dir].evaluation_params(),
+    script:
+        "../scripts/evaluate_reversal.py"
+
+
+for _dir in RECIPE_OF:
+    register(rules.train_reversal, recipe_dir=_dir)
+    register(rules.evaluate_reversal, recipe_dir=_dir)
+
+
+rule reversal:
+    """Target: train and evaluate the reversal chapter's recipe, and its golden check."""
+    input:
+        expand(rules.evaluate_reversal.output, recipe_dir="reversal"),
+        result("reversal", "golden.ok"),
+
+
+rule speedrun:
+    """Target: the time-to-accuracy recipe (keys speedrun.*; its time in training_time.json)."""
+    input:
+        expand(rules.evaluate_reversal.output, recipe_dir="speedrun"),
