@@ -4,7 +4,12 @@ import sys
 
 from snakemake.utils import validate
 
-from tcrformer.config import ConfigError, check_semantics, first_schema_error, load_schema
+from tcrformer.config import (
+    ConfigError,
+    check_semantics,
+    first_schema_error,
+    load_schema,
+)
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 

@@ -15,13 +15,13 @@ rule golden_check_chapter:
     output:
         json=result("{chapter}", "golden_report.json"),
         md=result("{chapter}", "golden_report.md"),
-    params:
-        config=config,
-        title=lambda wc: f"{wc.chapter} chapter, run {RUN}",
     log:
         f"{LOGS}/golden_check_{{chapter}}.log",
     conda:
         "../../envs/numeric.yaml"
+    params:
+        config=config,
+        title=lambda wc: f"{wc.chapter} chapter, run {RUN}",
     script:
         "../scripts/golden_check.py"
 
@@ -31,12 +31,12 @@ rule golden_gate_chapter:
         result("{chapter}", "golden_report.json"),
     output:
         result("{chapter}", "golden.ok"),
-    params:
-        strict=config["golden"]["strict"],
     log:
         f"{LOGS}/golden_gate_{{chapter}}.log",
     conda:
         "../../envs/numeric.yaml"
+    params:
+        strict=config["golden"]["strict"],
     script:
         "../scripts/golden_gate.py"
 
@@ -65,13 +65,13 @@ rule golden_check:
             category="0. Golden check",
         ),
         md=f"{RESULTS}/golden_report.md",
-    params:
-        config=config,
-        title=f"run {RUN}",
     log:
         f"{LOGS}/golden_check.log",
     conda:
         "../../envs/numeric.yaml"
+    params:
+        config=config,
+        title=f"run {RUN}",
     script:
         "../scripts/golden_check.py"
 
@@ -81,12 +81,12 @@ rule golden_gate:
         rules.golden_check.output.json,
     output:
         f"{RESULTS}/golden.ok",
-    params:
-        strict=config["golden"]["strict"],
     log:
         f"{LOGS}/golden_gate.log",
     conda:
         "../../envs/numeric.yaml"
+    params:
+        strict=config["golden"]["strict"],
     script:
         "../scripts/golden_gate.py"
 

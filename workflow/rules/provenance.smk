@@ -11,12 +11,12 @@ rule manifest:
             caption="../report/manifest.rst",
             category="0. Golden check",
         ),
-    params:
-        produced_by=lambda wc: dict(PRODUCED_BY),
-        config=config,
     log:
         f"{LOGS}/manifest.log",
     conda:
         "../../envs/numeric.yaml"
+    params:
+        produced_by=lambda wc: dict(PRODUCED_BY),
+        config=config,
     script:
         "../scripts/manifest.py"

@@ -13,14 +13,14 @@ rule toy_values:
         scaling_raw_scores=result("toy", "scaling_raw_scores.npy"),
         scaling_weights_unscaled=result("toy", "scaling_weights_unscaled.npy"),
         scaling_weights_scaled=result("toy", "scaling_weights_scaled.npy"),
-    params:
-        cfg=config["toy"],
     log:
         log_for("toy_values"),
     benchmark:
         benchmark_for("toy_values")
     conda:
         "../../envs/torch.yaml"
+    params:
+        cfg=config["toy"],
     script:
         "../scripts/toy_values.py"
 
