@@ -3,16 +3,8 @@
 # not); SCEPTR, whose weights ship in its wheel, reads the paired receptor; the scan hides
 # every CDR3 position in turn with every available model.
 
-from tcrformer.plm.weights import weight_files
-from tcrformer.plm.settings import Esm2Options
 
-
-def esm2_weights(wildcards):
-    """Weight files that exist now: new or changed weights make plm_esm2 run again."""
-    esm2 = config["plm"]["esm2"]
-    return weight_files(
-        Esm2Options(esm2["model"], esm2["checkpoint"], esm2["required"])
-    )
+include: "plm_common.smk"
 
 
 rule plm_esm2:
