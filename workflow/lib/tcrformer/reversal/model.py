@@ -63,7 +63,10 @@ def load_model(path: str | Path, impl: str) -> tuple[nn.Module, dict[str, Any]]:
         raise ResultFileError(f"{path}: no architecture metadata ({err})") from None
     except Exception as err:  # safetensors raises its own error types for a corrupt header
         raise ResultFileError(f"{path}: not a readable safetensors file ({err})") from None
-    model = build_model(architecture, impl)
+    try:
+        model = build_model(architecture, impl)
+    except ValueError as err:
+        raise ResultFileError(f"{path}: cannot be read as impl {impl!r} ({err})") from None
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
