@@ -90,3 +90,17 @@ rule speedrun:
     """Target: the time-to-accuracy recipe (keys speedrun.*; its time in training_time.json)."""
     input:
         expand(rules.evaluate_reversal.output, recipe_dir="speedrun"),
+
+
+rule bench:
+    """Benchmark (not part of `all`): reference vs fast training steps, alternating, one run."""
+    output:
+        csv=result("bench", "bench.csv"),
+        md=result("bench", "bench.md"),
+    log:
+        log_for("bench"),
+    threads: 2
+    conda:
+        "../../envs/torch.yaml"
+    script:
+        "../../bench/bench_reversal.py"

@@ -1,0 +1,171 @@
+"""Benchmark: training steps of the reference and the fast reversal model, in one run.
+
+    python bench/bench_reversal.py --out results/bench [--steps 50 --blocks 5 --threads 2]
+
+Both implementations train the same recipe (the paper's, from config/config.yaml) on the
+same batches. After a warm-up, blocks of `--steps` steps alternate between them, so a busy
+machine slows both alike; the summary uses the median block. The same run measures what the
+machine can do: the fp32 (and bf16) matmul peak at the same thread count, and the FLOPs of
+one training step (torch.utils.flop_counter), hence achieved GFLOP/s and fraction of peak.
+Writes bench.csv (one row per block) and bench.md (the summary, and a profile of the fast
+step with --profile). Times are for reading, never for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow/lib"))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+import yaml  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from tcrformer.io import write_csv, write_text  # noqa: E402
+from tcrformer.reversal.data import random_batch  # noqa: E402
+from tcrformer.reversal.recipe import recipe_from_config, with_overrides  # noqa: E402
+from tcrformer.reversal.train import make_step, new_run  # noqa: E402
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    """Best GFLOP/s of a square matmul: what this machine's BLAS reaches at this thread count."""
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+    a @ b
+    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def _seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+class Trainer:
+    """One implementation's model, optimizer and step function, fed from a shared batch list."""
+
+    def __init__(self, label: str, recipe):
+        self.label, self.recipe = label, recipe
+        run = new_run(recipe, torch.device("cpu"))
+        self.step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
+        self.done = 0
+
+    def run(self, batches) -> float:
+        start = time.perf_counter()
+        for src, tgt in batches:
+            self.step(src, tgt)
+        self.done += len(batches)
+        return time.perf_counter() - start
+
+    def flops(self, batch) -> int:
+        with FlopCounterMode(display=False) as counter:
+            self.step(*batch)
+        return counter.get_total_flops()
+
+
+def profile_table(trainer: Trainer, batches, rows: int = 15) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        trainer.run(batches)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--config", type=Path, default=ROOT / "config/config.yaml")
+    parser.add_argument("--steps", type=int, default=50, help="steps per timed block")
+    parser.add_argument("--blocks", type=int, default=5, help="timed blocks per implementation")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="also time fast + torch.compile")
+    parser.add_argument("--profile", action="store_true", help="profile the fast step")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    paper = recipe_from_config(yaml.safe_load(args.config.read_text())["reversal"], "paper")
+    variants = {"reference": {"impl": "reference", "compile": False},
+                "fast": {"impl": "fast", "compile": False}}
+    if args.compile:
+        variants["fast+compile"] = {"impl": "fast", "compile": True}
+    trainers = {}
+    for label, change in variants.items():
+        trainers[label] = Trainer(label, with_overrides(paper, device="cpu", **change))
+
+    generator = torch.Generator().manual_seed(0)
+    batches = [random_batch(paper.batch_size, paper.min_len, paper.max_len, generator)
+               for _ in range(args.steps)]
+    first_step = {label: t.run(batches[:1]) for label, t in trainers.items()}  # incl. compile
+    for trainer in trainers.values():
+        trainer.run(batches[: args.warmup])
+    flops = {label: t.flops(batches[0]) for label, t in trainers.items()}
+
+    rows = []
+    peak32 = [matmul_peak(torch.float32)]
+    for block in range(args.blocks):
+        for label, trainer in trainers.items():
+            seconds = trainer.run(batches)
+            rows.append({"block": block, "impl": label, "steps": len(batches),
+                         "seconds": round(seconds, 4),
+                         "steps_per_s": round(len(batches) / seconds, 3)})
+            print(f"block {block} {label:>13}: {len(batches) / seconds:6.2f} steps/s", flush=True)
+        peak32.append(matmul_peak(torch.float32))
+    peak16 = matmul_peak(torch.bfloat16)
+
+    frame = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "bench.csv", frame)
+    summary = summarise(frame, flops, max(peak32), peak16, first_step, paper, args)
+    if args.profile:
+        summary += "\n## Where the fast step spends its time (torch.profiler, 10 steps)\n\n"
+        summary += "```\n" + profile_table(trainers["fast"], batches[:10]) + "\n```\n"
+    write_text(args.out / "bench.md", summary)
+    print(summary)
+
+
+def summarise(frame, flops, peak32, peak16, first_step, recipe, args) -> str:
+    rate = {label: statistics.median(g["steps_per_s"]) for label, g in frame.groupby("impl")}
+    lines = [
+        "# Reversal training benchmark",
+        "",
+        f"Paper recipe (batch {recipe.batch_size}, d_model {recipe.d_model}, "
+        f"{recipe.num_layers}+{recipe.num_layers} layers), fp32, CPU, {args.threads} threads, "
+        f"torch {torch.__version__}. {args.blocks} alternating blocks of {args.steps} steps "
+        f"after {args.warmup} warm-up steps; median block.",
+        "",
+        f"Matmul peak measured in this run: fp32 {peak32:.0f} GFLOP/s, "
+        f"bf16 {peak16:.0f} GFLOP/s (2048x2048, best of 5).",
+        "",
+        "| impl | steps/s | x reference | GFLOP/step | GFLOP/s | fraction of fp32 peak "
+        "| first step (s) | est. 3,000 steps (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, steps_per_s in rate.items():
+        gflop = flops[label] / 1e9
+        lines.append(
+            f"| {label} | {steps_per_s:.2f} | {steps_per_s / rate['reference']:.2f} | "
+            f"{gflop:.2f} | {gflop * steps_per_s:.0f} | {gflop * steps_per_s / peak32:.0%} | "
+            f"{first_step[label]:.2f} | {recipe.steps / steps_per_s:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def from_snakemake(smk) -> None:
+    """Rule `bench`: the same run, its output folder and threads from the rule."""
+    with open(smk.log[0], "w") as log:
+        sys.stdout = sys.stderr = log
+        main(["--out", str(Path(smk.output.csv).parent), "--threads", str(smk.threads),
+              "--profile"])
+
+
+if __name__ == "__main__":
+    main()
+elif "snakemake" in globals():
+    from_snakemake(globals()["snakemake"])
