@@ -30,6 +30,7 @@ rule all:
     input:
         f"{RESULTS}/golden.ok",
         f"{RESULTS}/manifest.json",
+        f"{RESULTS}/timings.md",
         [result(chapter, "golden.ok") for chapter in CHAPTERS],
         rules.figures.input,
         rules.manifest_table.output,

@@ -60,3 +60,22 @@ PRODUCED_BY = {}
 def register(rule_proxy, **wildcards):
     for path in rule_proxy.output:
         PRODUCED_BY[str(path).format(**wildcards)] = rule_proxy.rule.name
+
+
+# Values shown in the golden report but kept out of values.json, because they change from
+# run to run (wall-clock times): golden key -> (chapter, result file, field).
+REPORT_ONLY = {
+    "reversal.training_time_s": ("reversal", "training_time.json", "train_seconds"),
+}
+
+
+def report_only_sources(chapter=None):
+    return {
+        key: (result(ch, name), field)
+        for key, (ch, name, field) in REPORT_ONLY.items()
+        if chapter in (None, ch) and ch in CHAPTERS
+    }
+
+
+def report_only_files(chapter=None):
+    return [path for path, _ in report_only_sources(chapter).values()]

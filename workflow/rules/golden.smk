@@ -93,3 +93,23 @@ rule golden_gate:
 
 register(rules.merge_values)
 register(rules.golden_check)
+
+
+# Wall-clock values the seeds print (report-only) beside this run's: they vary from run to
+# run, so they live in their own clearly named file, outside values.json, the golden
+# reports and the manifest's checksums.
+rule timings:
+    input:
+        report_only_files(),
+        golden=config["golden"]["file"],
+    output:
+        json=f"{RESULTS}/timings.json",
+        md=f"{RESULTS}/timings.md",
+    log:
+        f"{LOGS}/timings.log",
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        sources=report_only_sources(),
+    script:
+        "../scripts/timings.py"

@@ -1,0 +1,18 @@
+"""Rule timings: the seeds' wall-clock values (report-only) beside this run's."""
+
+from tcrformer import golden
+from tcrformer.io import read_json, write_json, write_text
+from tcrformer.runner import run
+
+
+def main(smk):
+    entries, _ = golden.load_golden(smk.input.golden)
+    measured = {key: read_json(path)[field] for key, (path, field) in smk.params.sources.items()}
+    rows, _ = golden.check({}, entries, report_only=measured)
+    rows = [row for row in rows if row.status == golden.REPORT]
+    write_json(smk.output.json, golden.report_json(rows, [], smk.input.golden))
+    title = "wall-clock values (machine-dependent, never PASS or FAIL)"
+    write_text(smk.output.md, golden.report_markdown(rows, [], title, smk.input.golden))
+
+
+run(main, snakemake)
