@@ -63,3 +63,12 @@ def test_report_builds(full_run):
     proc = snakemake(full_run, "--configfile", offline, "--report", "results/paper/report.zip")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (full_run / "results/paper/report.zip").stat().st_size > 100_000
+
+
+def test_wall_clock_values_live_apart_from_the_results(full_run):
+    timings = json.loads((full_run / "results/paper/timings.json").read_text())
+    (row,) = timings["rows"]
+    assert row["key"] == "reversal.training_time_s" and row["status"] == "REPORT"
+    assert row["value"] > 0
+    values = json.loads((full_run / "results/paper/values.json").read_text())
+    assert "reversal.training_time_s" not in values
