@@ -77,7 +77,7 @@ class Dropout:
         draws = words.view(torch.int16)[:n].view(x.shape)  # uniform on [-2^15, 2^15)
         cut = round(self.p * _DRAW_LEVELS)
         scale = _DRAW_LEVELS / (_DRAW_LEVELS - cut)
-        keep = (draws >= cut - _DRAW_LEVELS // 2).to(x.dtype).mul_(scale)
+        keep = torch.where(draws >= cut - _DRAW_LEVELS // 2, scale, 0.0).to(x.dtype)  # one pass
         return x * keep
 
 
