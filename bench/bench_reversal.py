@@ -11,7 +11,6 @@ Writes bench.csv (one row per block) and bench.md (the summary, and a profile of
 step with --profile). Times are for reading, never for tests.
 """
 
-from __future__ import annotations
 
 import argparse
 import statistics
@@ -77,8 +76,9 @@ def profile_table(trainer: Trainer, batches, rows: int = 15) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None, section: dict | None = None) -> None:
+    """Run the benchmark; `section` is the config's `reversal:` block (default: --config)."""
+    parser = argparse.ArgumentParser(description="Reference vs fast reversal training steps.")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--config", type=Path, default=ROOT / "config/config.yaml")
     parser.add_argument("--steps", type=int, default=50, help="steps per timed block")
@@ -90,7 +90,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    paper = recipe_from_config(yaml.safe_load(args.config.read_text())["reversal"], "paper")
+    if section is None:
+        section = yaml.safe_load(args.config.read_text())["reversal"]
+    paper = recipe_from_config(section, "paper")
     variants = {"reference": {"impl": "reference", "compile": False},
                 "fast": {"impl": "fast", "compile": False}}
     if args.compile:
@@ -162,10 +164,10 @@ def from_snakemake(smk) -> None:
     with open(smk.log[0], "w") as log:
         sys.stdout = sys.stderr = log
         main(["--out", str(Path(smk.output.csv).parent), "--threads", str(smk.threads),
-              "--profile"])
+              "--profile"], section=smk.config["reversal"])
 
 
-if __name__ == "__main__":
-    main()
-elif "snakemake" in globals():
+if "snakemake" in globals():  # run by the rule's script: directive
     from_snakemake(globals()["snakemake"])
+elif __name__ == "__main__":
+    main()
