@@ -206,7 +206,8 @@ KILLABLE = textwrap.dedent(
             print("HANGING", flush=True)
             time.sleep(600)
 
-    trained = train(recipe, checkpoint_dir=folder, on_step=hang_after)
+    # bit for bit needs the same thread count as the run it is compared with (1, see top)
+    trained = train(recipe, checkpoint_dir=folder, on_step=hang_after, threads=1)
     import torch
     torch.save({{"model": trained.model.state_dict(), "losses": trained.losses}}, out)
     """

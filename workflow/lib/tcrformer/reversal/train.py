@@ -309,7 +309,7 @@ class Progress:
 
     def log(self, step: int, loss: float, lr: float) -> None:
         now = time.perf_counter()
-        rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
+        rate = (step - self.last_step) / max(now - self.last_t, 1e-12)
         eta = (self.total - step) / rate if rate > 0 else math.inf
         LOG.info(
             "step %*d/%d  loss %.4f  lr %.2e  %.1f steps/s  ETA %s",
