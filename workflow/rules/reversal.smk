@@ -13,7 +13,9 @@ RECIPE_OF = {"reversal": config["reversal"]["recipe"], "speedrun": "speedrun"}
 def _reversal_recipes():
     """Both recipes, checked now: a bad value is one line naming the key, exit 1."""
     try:
-        return {d: recipe_from_config(config["reversal"], n) for d, n in RECIPE_OF.items()}
+        return {
+            d: recipe_from_config(config["reversal"], n) for d, n in RECIPE_OF.items()
+        }
     except ConfigError as err:
         sys.stderr.write(f"{err}\n")
         sys.exit(1)
@@ -35,12 +37,12 @@ rule train_reversal:
         log_for("train_reversal_{recipe_dir}"),
     benchmark:
         benchmark_for("train_reversal_{recipe_dir}")
+    conda:
+        "../../envs/torch.yaml"
     threads: 2
     resources:
         gpu=0,
         mem_mb=2000,
-    conda:
-        "../../envs/torch.yaml"
     params:
         recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
         training=lambda wc: REVERSAL_RECIPES[wc.recipe_dir].training_params(),
@@ -61,11 +63,11 @@ rule evaluate_reversal:
         log_for("evaluate_reversal_{recipe_dir}"),
     benchmark:
         benchmark_for("evaluate_reversal_{recipe_dir}")
+    conda:
+        "../../envs/torch.yaml"
     threads: 2
     resources:
         mem_mb=2000,
-    conda:
-        "../../envs/torch.yaml"
     params:
         recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
         prefix=lambda wc: wc.recipe_dir,
@@ -99,8 +101,8 @@ rule bench:
         md=result("bench", "bench.md"),
     log:
         log_for("bench"),
-    threads: 2
     conda:
         "../../envs/torch.yaml"
+    threads: 2
     script:
         "../../bench/bench_reversal.py"
