@@ -168,3 +168,19 @@ def test_snakemake_stops_before_any_rule(workflow_copy, override, key):
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not (workflow_copy / "results").exists()
     assert yaml.safe_load((workflow_copy / "config/config.yaml").read_text()) == before
+
+
+def test_command_line_strings_become_the_types_the_schema_asks_for():
+    from tcrformer.config import coerce_cli_strings
+
+    config = default_config()
+    config["notes"].update(d_model="1024", num_heads="16", dropout="0.2")
+    config["golden"]["strict"] = "False"
+    config["toy"]["sequence"] = "123"  # a string key stays a string
+    coerce_cli_strings(config, SCHEMA)
+    assert config["notes"]["d_model"] == 1024 and config["notes"]["dropout"] == 0.2
+    assert config["golden"]["strict"] is False
+    assert config["toy"]["sequence"] == "123"
+    config["notes"]["d_model"] = "big"
+    coerce_cli_strings(config, SCHEMA)
+    assert str(validate(config)).startswith("config error: notes.d_model = 'big'")

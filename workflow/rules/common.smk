@@ -7,6 +7,7 @@ from snakemake.utils import validate
 from tcrformer.config import (
     ConfigError,
     check_semantics,
+    coerce_cli_strings,
     first_schema_error,
     load_schema,
 )
@@ -17,7 +18,9 @@ SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 def _validate_config(config):
     """Validate before any rule runs; a bad value is one line naming the key, exit 1."""
     try:
-        error = first_schema_error(config, load_schema(SCHEMA))
+        schema = load_schema(SCHEMA)
+        coerce_cli_strings(config, schema)
+        error = first_schema_error(config, schema)
         if error is not None:
             raise error
         validate(config, SCHEMA, set_default=True)

@@ -40,6 +40,54 @@ def load_schema(path: str | Path) -> dict:
         return yaml.safe_load(handle)
 
 
+def _resolve(node: Mapping, schema: Mapping) -> Mapping:
+    while isinstance(node, Mapping) and "$ref" in node:
+        node = {**schema["$defs"][node["$ref"].split("/")[-1]],
+                **{k: v for k, v in node.items() if k != "$ref"}}  # fmt: skip
+    return node
+
+
+def _from_text(text: str, kinds: list[str]) -> Any:
+    """The number or boolean a command-line string stands for, or the string itself."""
+    if "boolean" in kinds and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind, parse in (("integer", int), ("number", float)):
+        if kind in kinds:
+            try:
+                return parse(text)
+            except ValueError:
+                pass
+    return text
+
+
+def coerce_cli_strings(config: dict, schema: Mapping) -> dict:
+    """Turn strings into the numbers and booleans the schema asks for, in place.
+
+    Snakemake reads nested `--config key={...}` values as strings ("1024", "false"), so
+    without this `--config "notes={'d_model': 1024}"` would be refused. Strings that do
+    not parse stay strings, and the schema then names them.
+    """
+
+    def walk(value: Any, node: Mapping) -> Any:
+        node = _resolve(node, schema)
+        if isinstance(value, dict):
+            props = node.get("properties", {})
+            for key in value:
+                if key in props:
+                    value[key] = walk(value[key], props[key])
+            return value
+        if isinstance(value, list) and isinstance(node.get("items"), Mapping):
+            return [walk(v, node["items"]) for v in value]
+        if isinstance(value, str):
+            kinds = node.get("type", [])
+            kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+            if "string" not in kinds:
+                return _from_text(value, kinds)
+        return value
+
+    return walk(config, schema)
+
+
 def first_schema_error(config: Mapping, schema: Mapping) -> ConfigError | None:
     """The first schema violation in `config` as a ConfigError, or None if it is valid."""
     import jsonschema
