@@ -181,6 +181,7 @@ def test_command_line_strings_become_the_types_the_schema_asks_for():
     assert config["notes"]["d_model"] == 1024 and config["notes"]["dropout"] == 0.2
     assert config["golden"]["strict"] is False
     assert config["toy"]["sequence"] == "123"
+    config["toy"]["sequence"] = "CASSIRSSYEQYF"
     config["notes"]["d_model"] = "big"
     coerce_cli_strings(config, SCHEMA)
     assert str(validate(config)).startswith("config error: notes.d_model = 'big'")
