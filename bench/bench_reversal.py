@@ -11,7 +11,6 @@ Writes bench.csv (one row per block) and bench.md (the summary, and a profile of
 step with --profile). Times are for reading, never for tests.
 """
 
-
 import argparse
 import statistics
 import sys
@@ -93,8 +92,10 @@ def main(argv=None, section: dict | None = None) -> None:
     if section is None:
         section = yaml.safe_load(args.config.read_text())["reversal"]
     paper = recipe_from_config(section, "paper")
-    variants = {"reference": {"impl": "reference", "compile": False},
-                "fast": {"impl": "fast", "compile": False}}
+    variants = {
+        "reference": {"impl": "reference", "compile": False},
+        "fast": {"impl": "fast", "compile": False},
+    }
     if args.compile:
         variants["fast+compile"] = {"impl": "fast", "compile": True}
     trainers = {}
@@ -102,8 +103,10 @@ def main(argv=None, section: dict | None = None) -> None:
         trainers[label] = Trainer(label, with_overrides(paper, device="cpu", **change))
 
     generator = torch.Generator().manual_seed(0)
-    batches = [random_batch(paper.batch_size, paper.min_len, paper.max_len, generator)
-               for _ in range(args.steps)]
+    batches = [
+        random_batch(paper.batch_size, paper.min_len, paper.max_len, generator)
+        for _ in range(args.steps)
+    ]
     first_step = {label: t.run(batches[:1]) for label, t in trainers.items()}  # incl. compile
     for trainer in trainers.values():
         trainer.run(batches[: args.warmup])
@@ -114,9 +117,15 @@ def main(argv=None, section: dict | None = None) -> None:
     for block in range(args.blocks):
         for label, trainer in trainers.items():
             seconds = trainer.run(batches)
-            rows.append({"block": block, "impl": label, "steps": len(batches),
-                         "seconds": round(seconds, 4),
-                         "steps_per_s": round(len(batches) / seconds, 3)})
+            rows.append(
+                {
+                    "block": block,
+                    "impl": label,
+                    "steps": len(batches),
+                    "seconds": round(seconds, 4),
+                    "steps_per_s": round(len(batches) / seconds, 3),
+                }
+            )
             print(f"block {block} {label:>13}: {len(batches) / seconds:6.2f} steps/s", flush=True)
         peak32.append(matmul_peak(torch.float32))
     peak16 = matmul_peak(torch.bfloat16)
@@ -163,8 +172,10 @@ def from_snakemake(smk) -> None:
     """Rule `bench`: the same run, its output folder and threads from the rule."""
     with open(smk.log[0], "w") as log:
         sys.stdout = sys.stderr = log
-        main(["--out", str(Path(smk.output.csv).parent), "--threads", str(smk.threads),
-              "--profile"], section=smk.config["reversal"])
+        main(
+            ["--out", str(Path(smk.output.csv).parent), "--threads", str(smk.threads), "--profile"],
+            section=smk.config["reversal"],
+        )
 
 
 if "snakemake" in globals():  # run by the rule's script: directive

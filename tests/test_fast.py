@@ -97,8 +97,9 @@ def test_weights_saved_by_one_load_into_the_other(tmp_path, writer, reader):
     assert type(loaded).__module__.endswith("fast" if reader == "fast" else "transformer")
     src, _, tgt_in, src_mask, tgt_mask = batch(6)
     model.eval()
-    assert (loaded(src, tgt_in, src_mask, tgt_mask) - model(src, tgt_in, src_mask, tgt_mask)).abs(
-    ).max() < 1e-5
+    assert (
+        loaded(src, tgt_in, src_mask, tgt_mask) - model(src, tgt_in, src_mask, tgt_mask)
+    ).abs().max() < 1e-5
 
 
 def test_a_pre_ln_model_does_not_pass_for_the_reference(tmp_path):

@@ -19,16 +19,25 @@ def main(smk):
     model, _ = load_model(smk.input.model, recipe.impl)
     losses = read_losses(smk.input.losses, recipe.steps)
     evaluation = evaluate(
-        model, eval_n=recipe.eval_n, eval_seed=recipe.eval_seed, min_len=recipe.min_len,
-        max_len=recipe.max_len, cdr3=recipe.cdr3, layer=recipe.cross_attention_layer,
+        model,
+        eval_n=recipe.eval_n,
+        eval_seed=recipe.eval_seed,
+        min_len=recipe.min_len,
+        max_len=recipe.max_len,
+        cdr3=recipe.cdr3,
+        layer=recipe.cross_attention_layer,
     )
     write_npy(smk.output.attention, evaluation.cross_attention)
     write_text(smk.output.cdr3, f"{evaluation.cdr3_input}\n{evaluation.cdr3_output}\n")
     write_json(smk.output.values, chapter_values(recipe, losses, evaluation, smk.params.prefix))
     logging.getLogger("tcrformer").info(
         "%s: %d/%d held-out strings reversed exactly; %s -> %s; anti-diagonal %.3f",
-        smk.params.prefix, evaluation.heldout_exact, evaluation.heldout_n,
-        evaluation.cdr3_input, evaluation.cdr3_output, evaluation.antidiagonal_mean,
+        smk.params.prefix,
+        evaluation.heldout_exact,
+        evaluation.heldout_n,
+        evaluation.cdr3_input,
+        evaluation.cdr3_output,
+        evaluation.antidiagonal_mean,
     )
 
 

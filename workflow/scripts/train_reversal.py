@@ -14,14 +14,25 @@ def main(smk):
 
     recipe = recipe_from_config(smk.config["reversal"], smk.params.recipe)
     log = logging.getLogger("tcrformer")
-    log.info("reversal: %s recipe, %d steps, impl %s, %d threads, checkpoints in %s",
-             recipe.name, recipe.steps, recipe.impl, smk.threads, smk.params.checkpoints)
+    log.info(
+        "reversal: %s recipe, %d steps, impl %s, %d threads, checkpoints in %s",
+        recipe.name,
+        recipe.steps,
+        recipe.impl,
+        smk.threads,
+        smk.params.checkpoints,
+    )
     trained = train(recipe, checkpoint_dir=smk.params.checkpoints, threads=smk.threads)
     save_model(smk.output.model, trained.model, recipe.architecture())
     write_csv(smk.output.losses, losses_frame(trained.losses.numpy()))
-    write_json(smk.output.timing, {
-        **trained.timing, "recipe": recipe.name, "fingerprint": recipe.fingerprint(),
-    })
+    write_json(
+        smk.output.timing,
+        {
+            **trained.timing,
+            "recipe": recipe.name,
+            "fingerprint": recipe.fingerprint(),
+        },
+    )
     discard_checkpoints(smk.params.checkpoints, recipe)
     log.info("reversal: trained in %.1f s", trained.timing["train_seconds"])
 

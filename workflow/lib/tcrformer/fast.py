@@ -56,15 +56,19 @@ class Dropout:
         if self.bits is None:
             return None
         state = self.bits.state
-        return {"words": [int(w) for w in state["state"]["state"]],
-                "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+        return {
+            "words": [int(w) for w in state["state"]["state"]],
+            "has_uint32": int(state["has_uint32"]),
+            "uinteger": int(state["uinteger"]),
+        }
 
     def set_state(self, state: dict) -> None:
         self.bits = np.random.SFC64()
         self.bits.state = {
             "bit_generator": "SFC64",
             "state": {"state": np.array(state["words"], dtype=np.uint64)},
-            "has_uint32": state["has_uint32"], "uinteger": state["uinteger"],
+            "has_uint32": state["has_uint32"],
+            "uinteger": state["uinteger"],
         }
 
     def __call__(self, x: Tensor, training: bool) -> Tensor:
@@ -199,8 +203,16 @@ class EncoderDecoder(nn.Module):
     """Same constructor, methods and state-dict keys as transformer.EncoderDecoder."""
 
     def __init__(
-        self, src_vocab, tgt_vocab, d_model=512, num_heads=8, d_ff=2048, num_layers=6,
-        dropout=0.1, max_len=5000, norm_first=False,
+        self,
+        src_vocab,
+        tgt_vocab,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        num_layers=6,
+        dropout=0.1,
+        max_len=5000,
+        norm_first=False,
     ):
         super().__init__()
         self.d_model = d_model

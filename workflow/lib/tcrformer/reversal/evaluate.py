@@ -69,8 +69,14 @@ def antidiagonal_mean(attention: Tensor, length: int) -> float:
 
 
 def evaluate(
-    model: nn.Module, *, eval_n: int, eval_seed: int, min_len: int, max_len: int,
-    cdr3: str, layer: int,
+    model: nn.Module,
+    *,
+    eval_n: int,
+    eval_seed: int,
+    min_len: int,
+    max_len: int,
+    cdr3: str,
+    layer: int,
 ) -> Evaluation:
     model = model.cpu().eval()
     src, tgt = heldout_set(eval_n, min_len, max_len, eval_seed)
@@ -80,8 +86,11 @@ def evaluate(
     written = _through_eos(written)
     attention = cross_attention(model, cdr3_src, written, layer)
     return Evaluation(
-        heldout_exact=correct, heldout_n=eval_n, cdr3_input=cdr3,
-        cdr3_output=decode(written[0, 1:]), cross_attention=attention.numpy(),
+        heldout_exact=correct,
+        heldout_n=eval_n,
+        cdr3_input=cdr3,
+        cdr3_output=decode(written[0, 1:]),
+        cross_attention=attention.numpy(),
         antidiagonal_mean=antidiagonal_mean(attention, len(cdr3)),
     )
 

@@ -22,9 +22,13 @@ IMPLEMENTATIONS = ("reference", "fast")
 def build_model(architecture: dict[str, Any], impl: str) -> nn.Module:
     """An encoder-decoder over the reversal vocabulary; weights drawn from torch's global RNG."""
     shape = dict(
-        src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, d_model=architecture["d_model"],
-        num_heads=architecture["num_heads"], d_ff=architecture["d_ff"],
-        num_layers=architecture["num_layers"], dropout=architecture["dropout"],
+        src_vocab=VOCAB_SIZE,
+        tgt_vocab=VOCAB_SIZE,
+        d_model=architecture["d_model"],
+        num_heads=architecture["num_heads"],
+        d_ff=architecture["d_ff"],
+        num_layers=architecture["num_layers"],
+        dropout=architecture["dropout"],
     )
     if impl == "reference":
         from ..transformer import EncoderDecoder

@@ -21,9 +21,28 @@ KEY_PREFIX = {"paper": "reversal", "speedrun": "speedrun"}
 
 # Keys that shape training; a checkpoint is only resumed by a recipe that agrees on all.
 _TRAINING_FIELDS = (
-    "steps", "batch_size", "min_len", "max_len", "d_model", "num_heads", "d_ff", "num_layers",
-    "dropout", "norm", "schedule", "peak_lr", "warmup", "label_smoothing", "beta1", "beta2",
-    "eps", "grad_clip", "seed", "impl", "compile", "precision",
+    "steps",
+    "batch_size",
+    "min_len",
+    "max_len",
+    "d_model",
+    "num_heads",
+    "d_ff",
+    "num_layers",
+    "dropout",
+    "norm",
+    "schedule",
+    "peak_lr",
+    "warmup",
+    "label_smoothing",
+    "beta1",
+    "beta2",
+    "eps",
+    "grad_clip",
+    "seed",
+    "impl",
+    "compile",
+    "precision",
 )
 
 
@@ -86,8 +105,11 @@ class Recipe:
 
     def training_params(self) -> dict[str, Any]:
         """What a change of should retrain: the training fields and the requested device."""
-        return {"name": self.name, "device": self.device,
-                **{k: getattr(self, k) for k in _TRAINING_FIELDS}}
+        return {
+            "name": self.name,
+            "device": self.device,
+            **{k: getattr(self, k) for k in _TRAINING_FIELDS},
+        }
 
     def evaluation_params(self) -> dict[str, Any]:
         """What a change of should re-evaluate (without retraining)."""
@@ -126,24 +148,38 @@ def _check(recipe: Recipe) -> None:
     """What the schema cannot say: bounds that involve two keys."""
     where = recipe.config_path
     if recipe.min_len > recipe.max_len:
-        raise ConfigError("reversal.min_len", recipe.min_len,
-                          f"greater than reversal.max_len = {recipe.max_len}")
+        raise ConfigError(
+            "reversal.min_len", recipe.min_len, f"greater than reversal.max_len = {recipe.max_len}"
+        )
     if recipe.d_model % recipe.num_heads:
-        raise ConfigError(f"{where}.d_model", recipe.d_model,
-                          f"not divisible by num_heads = {recipe.num_heads}")
+        raise ConfigError(
+            f"{where}.d_model", recipe.d_model, f"not divisible by num_heads = {recipe.num_heads}"
+        )
     if not 1 <= recipe.cross_attention_layer <= recipe.num_layers:
-        raise ConfigError("reversal.cross_attention_layer", recipe.cross_attention_layer,
-                          f"must name a decoder layer, 1..{recipe.num_layers}")
+        raise ConfigError(
+            "reversal.cross_attention_layer",
+            recipe.cross_attention_layer,
+            f"must name a decoder layer, 1..{recipe.num_layers}",
+        )
     if not recipe.min_len <= len(recipe.cdr3) <= recipe.max_len:
-        raise ConfigError("reversal.cdr3", recipe.cdr3,
-                          f"length {len(recipe.cdr3)} is outside the trained lengths "
-                          f"{recipe.min_len}..{recipe.max_len}")
+        raise ConfigError(
+            "reversal.cdr3",
+            recipe.cdr3,
+            f"length {len(recipe.cdr3)} is outside the trained lengths "
+            f"{recipe.min_len}..{recipe.max_len}",
+        )
     if recipe.impl == "reference" and recipe.norm != "post":
-        raise ConfigError(f"{where}.impl", "reference",
-                          "the reference model is Post-LN only; use impl: fast with norm: pre")
+        raise ConfigError(
+            f"{where}.impl",
+            "reference",
+            "the reference model is Post-LN only; use impl: fast with norm: pre",
+        )
     if recipe.schedule == "linear" and recipe.warmup >= recipe.steps:
-        raise ConfigError(f"{where}.warmup", recipe.warmup,
-                          f"the linear schedule needs warmup < steps = {recipe.steps}")
+        raise ConfigError(
+            f"{where}.warmup",
+            recipe.warmup,
+            f"the linear schedule needs warmup < steps = {recipe.steps}",
+        )
 
 
 def with_overrides(recipe: Recipe, **changes: Any) -> Recipe:

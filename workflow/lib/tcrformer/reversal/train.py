@@ -96,7 +96,9 @@ def batch_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: floa
     src_mask, tgt_mask = make_masks(src, tgt_in, PAD)  # (B, 1, Ls), (B, Lt, Lt)
     logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, Lt, V)
     return F.cross_entropy(
-        logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD,
+        logits.flatten(0, 1).float(),
+        tgt_out.flatten(),
+        ignore_index=PAD,
         label_smoothing=label_smoothing,
     )
 
@@ -105,7 +107,10 @@ def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
     """Adam; the fast path uses PyTorch's fused kernel (one call for all parameters)."""
     base_lr, multiplier = schedule_for(recipe)
     optimizer = torch.optim.Adam(
-        model.parameters(), lr=base_lr, betas=(recipe.beta1, recipe.beta2), eps=recipe.eps,
+        model.parameters(),
+        lr=base_lr,
+        betas=(recipe.beta1, recipe.beta2),
+        eps=recipe.eps,
         fused=True if recipe.impl == "fast" else None,
     )
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
@@ -173,10 +178,14 @@ class Run:
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {
-            "format": CHECKPOINT_FORMAT, "fingerprint": self.recipe.fingerprint(),
-            "step": self.step, "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "rng": rng, "losses": self.losses[: self.step].cpu(),
+            "format": CHECKPOINT_FORMAT,
+            "fingerprint": self.recipe.fingerprint(),
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng,
+            "losses": self.losses[: self.step].cpu(),
         }
 
     def restore(self, state: dict) -> None:
@@ -272,10 +281,15 @@ def train(
             on_step(step)
     seconds = progress.elapsed()
     timing = {
-        "train_seconds": seconds, "first_step_seconds": first_step_s,
-        "steps_run": recipe.steps - resumed_from, "resumed_from_step": resumed_from,
-        "device": str(device), "impl": recipe.impl, "compile": recipe.compile,
-        "precision": recipe.precision, "threads": torch.get_num_threads(),
+        "train_seconds": seconds,
+        "first_step_seconds": first_step_s,
+        "steps_run": recipe.steps - resumed_from,
+        "resumed_from_step": resumed_from,
+        "device": str(device),
+        "impl": recipe.impl,
+        "compile": recipe.compile,
+        "precision": recipe.precision,
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
     return Trained(run.model, run.losses.cpu(), timing)
@@ -313,7 +327,13 @@ class Progress:
         eta = (self.total - step) / rate if rate > 0 else math.inf
         LOG.info(
             "step %*d/%d  loss %.4f  lr %.2e  %.1f steps/s  ETA %s",
-            len(str(self.total)), step, self.total, loss, lr, rate, _clock(eta),
+            len(str(self.total)),
+            step,
+            self.total,
+            loss,
+            lr,
+            rate,
+            _clock(eta),
         )
         self.last_step, self.last_t = step, now
 

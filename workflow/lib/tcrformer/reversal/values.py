@@ -43,12 +43,14 @@ def chapter_values(
         f"{prefix}.loss_step{step}": round(float(loss_at[step]), LOSS_DIGITS)
         for step in recipe.report_steps()
     }
-    values.update({
-        f"{prefix}.label_smoothing_floor": round(
-            label_smoothing_floor(recipe.label_smoothing), LOSS_DIGITS
-        ),
-        f"{prefix}.heldout_exact": evaluation.heldout_exact,
-        f"{prefix}.cdr3_output": evaluation.cdr3_output,
-        f"{prefix}.cross_attention_antidiagonal_mean": round(evaluation.antidiagonal_mean, 4),
-    })
+    values.update(
+        {
+            f"{prefix}.label_smoothing_floor": round(
+                label_smoothing_floor(recipe.label_smoothing), LOSS_DIGITS
+            ),
+            f"{prefix}.heldout_exact": evaluation.heldout_exact,
+            f"{prefix}.cdr3_output": evaluation.cdr3_output,
+            f"{prefix}.cross_attention_antidiagonal_mean": round(evaluation.antidiagonal_mean, 4),
+        }
+    )
     return values
