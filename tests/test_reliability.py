@@ -105,3 +105,51 @@ def test_killed_run_recovers_to_the_same_results(workflow_copy, uninterrupted, m
     kill_when(wf, args, marker, delay)
     recover(wf, args)
     assert digest_tree(wf / "results") == uninterrupted
+
+
+# A short training, killed mid-run: the whole snakemake process group gets SIGKILL once
+# the rule's log shows a step past the first checkpoint.
+SHORT_TRAINING = {
+    **OFFLINE,
+    "reversal": {
+        "steps": 240,
+        "batch_size": 32,
+        "checkpoint_every": 40,
+        "log_every": 20,
+        "report_every": 80,
+        "eval_n": 50,
+        "d_model": 32,
+        "num_heads": 2,
+        "d_ff": 64,
+    },
+}
+TRAINING_FILES = ("model.safetensors", "losses.csv", "values.json", "cross_attention.npy")
+
+
+def test_killed_training_resumes_to_the_same_model(tmp_path):
+    reference = copy_workflow(tmp_path / "uninterrupted")
+    config = write_config(reference / "short.yaml", SHORT_TRAINING)
+    run_targets(reference, ["reversal"], config)
+
+    wf = copy_workflow(tmp_path / "killed")
+    args = ["reversal", "--configfile", str(write_config(wf / "short.yaml", SHORT_TRAINING))]
+    log = wf / "results/paper/logs/train_reversal_reversal.log"
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "2", *args],
+        cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 600
+    try:
+        while not (log.exists() and "step 100/240" in log.read_text()):
+            assert proc.poll() is None, "training ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (wf / "results/paper/reversal/model.safetensors").exists()
+    recover(wf, args)
+    assert "resum" in log.read_text().lower()
+    for name in TRAINING_FILES:
+        ours = (wf / "results/paper/reversal" / name).read_bytes()
+        assert ours == (reference / "results/paper/reversal" / name).read_bytes(), name
