@@ -5,7 +5,6 @@ training rule and on no other)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, copy_workflow
+
 PROFILES = ROOT / "profiles"
 NAMES = ("default", "gpu", "slurm")
 
@@ -116,21 +116,6 @@ needs_reversal = pytest.mark.skipif(
 )
 
 
-def _copy_workflow(dest: Path) -> Path:
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for name in filter(None, out.split("\0")):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
 def _dry_run(wf: Path, *args: str) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args],
@@ -159,7 +144,7 @@ def _resources_by_rule(dry_run_output: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def workflow_copy(tmp_path_factory):
-    return _copy_workflow(tmp_path_factory.mktemp("profiles") / "wf")
+    return copy_workflow(tmp_path_factory.mktemp("profiles") / "wf")
 
 
 @pytest.mark.slow
