@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -68,6 +69,38 @@ def test_loss_and_gradients_agree():
     assert ref_grads.keys() == fast_grads.keys()
     for name, g in ref_grads.items():
         assert torch.allclose(fast_grads[name], g, rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_packed_loss_skips_padding_and_changes_nothing(norm_first):
+    """Loss and gradients on the real rows only equal those of the padded reference batch."""
+    torch.manual_seed(0)
+    padded = fast.EncoderDecoder(V, V, **SHAPE, norm_first=norm_first).eval()
+    src, tgt, *_ = batch(32, seed=5)
+    assert (src == data.PAD).any()  # the batch does have padding to skip
+    padded.zero_grad()
+    expected = batch_loss(padded, src, tgt, label_smoothing=0.1)
+    expected.backward()
+    expected_grads = {n: p.grad.clone() for n, p in padded.named_parameters()}
+    padded.zero_grad()
+    got = padded.packed_loss(src, tgt, label_smoothing=0.1, pad=data.PAD)
+    got.backward()
+    assert abs(got.item() - expected.item()) < 1e-6
+    for name, param in padded.named_parameters():
+        assert torch.allclose(param.grad, expected_grads[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_packed_rows_round_trip_through_the_head_grid():
+    rows = torch.tensor([[True, True, False], [True, False, False]])
+    packing = fast.Packed(rows)
+    assert packing.index.tolist() == [0, 1, 3] and packing.position.tolist() == [0, 1, 0]
+    x = torch.arange(2 * 3 * 4.0).view(2, 3, 4)  # (B, L, roles h d_k) with roles 1, h 2, d_k 2
+    packed = packing.pack(x)  # (N, 4)
+    assert packed.tolist() == [x[0, 0].tolist(), x[0, 1].tolist(), x[1, 0].tolist()]
+    (heads,) = packing.to_heads(packed, roles=1, h=2)  # (B h, L, d_k)
+    (expected,) = fast.PADDED.to_heads(x * rows.unsqueeze(-1), roles=1, h=2)
+    assert torch.equal(heads, expected)  # the kept rows, zeros elsewhere
+    assert torch.equal(packing.from_heads(heads, h=2), packed)
 
 
 def test_attention_weights_can_be_recorded_and_match():
@@ -168,3 +201,18 @@ def test_fused_attention_on_cuda_matches_the_reference():
     src, _, tgt_in, src_mask, tgt_mask = (t.cuda() for t in batch())
     expected = reference(src, tgt_in, src_mask, tgt_mask)
     assert (quick(src, tgt_in, src_mask, tgt_mask) - expected).abs().max() < 1e-4
+
+
+def test_fast_dropout_mask_is_the_draw_threshold_rule():
+    """The cheap float mask keeps exactly the elements whose 16-bit draw is >= the cut."""
+    p = 0.1
+    a, b = fast.Dropout(p), fast.Dropout(p)
+    a.draw_bits_from(3), b.draw_bits_from(3)
+    shape = (7, 13, 11)  # an element count that is not a multiple of 4
+    keep = a.keep_multiplier(torch.Size(shape), torch.float32)
+    n = keep.numel()
+    draws = b.bits.random_raw((n + 3) // 4).view(np.int16)[:n].reshape(shape)
+    cut = round(p * 2**16)
+    expected = np.where(draws >= cut - 2**15, 2**16 / (2**16 - cut), 0.0).astype(np.float32)
+    assert np.array_equal(keep.numpy(), expected)
+    assert set(np.unique(expected)) == {0.0, np.float32(2**16 / (2**16 - cut))}

@@ -103,6 +103,11 @@ def batch_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: floa
     )
 
 
+def packed_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
+    """batch_loss computed without the padding rows (fast model only; see its packed_loss)."""
+    return model.packed_loss(src, tgt, label_smoothing, PAD)
+
+
 def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
     """Adam; the fast path uses PyTorch's fused kernel (one call for all parameters)."""
     base_lr, multiplier = schedule_for(recipe)
@@ -121,6 +126,9 @@ def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: to
     loss_of = batch_loss
     if recipe.compile:
         loss_of = torch.compile(batch_loss)  # forward and backward graphs, compiled once
+    elif recipe.impl == "fast" and device.type == "cpu":
+        loss_of = packed_loss  # the same loss on the real rows only; on a GPU, finding them
+        # (nonzero) would make the host wait for the device, and padding costs less there
     params = [p for p in model.parameters() if p.requires_grad]
     use_bf16 = recipe.precision == "bf16"
 
