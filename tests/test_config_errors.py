@@ -135,6 +135,7 @@ SEMANTIC_CASES = [
     ({"toy": {"focus_position": 14}}, "toy.focus_position"),
     ({"notes": {"d_model": 500}}, "notes.d_model"),
     ({"notes": {"d_model": 511, "num_heads": 1}}, "notes.d_model"),
+    ({"figures": {"wave_dims": [0, 512]}}, "figures.wave_dims[1]"),
 ]
 
 

@@ -4,6 +4,7 @@ and nothing that draws a figure imports code that trains or loads a model."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -146,6 +147,20 @@ def test_fast_figure_rules_render_valid_byte_stable_files_and_a_report(workflow_
     for name in FAST_FIGURES:
         assert f"{name}.png" in page, name
     assert "1. Toy Transformer" in page and "5. Schematics" in page
+
+
+def test_figure_choices_come_from_the_config(workflow_copy):
+    """figures.pad_tokens reaches the Fig. 12 data; a wave dimension past d_model is refused."""
+    masks = "results/paper/figures/data/masks.json"
+    built = snakemake(workflow_copy, masks, "--config", "figures={'pad_tokens': 5}")
+    assert built.returncode == 0, built.stderr[-3000:]
+    data = json.loads((workflow_copy / masks).read_text())
+    assert data["padded_decoder_input"].count("<pad>") == 5
+    refused = snakemake(workflow_copy, masks, "--config", "figures={'wave_dims': [0, 600]}")
+    assert refused.returncode == 1
+    assert "config error: figures.wave_dims[1] = 600: not below notes.d_model = 512" in (
+        refused.stderr
+    )
 
 
 # The language-model figures from hand-made results (no model needed).

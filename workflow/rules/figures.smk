@@ -156,8 +156,7 @@ rule fig09_positional_encoding:
     conda:
         "../../envs/plotting.yaml"
     params:
-        # Three clocks of very different speeds: periods 6.3, 19.9 and 62.8 positions.
-        wave_dims=[0, 64, 128],
+        wave_dims=config["figures"]["wave_dims"],
     script:
         "../scripts/fig_positional_encoding.py"
 
@@ -192,8 +191,7 @@ rule fig12_masks_data:
         "../../envs/plotting.yaml"
     params:
         sequence=config["toy"]["sequence"],
-        # <pad> tokens appended to show what the padding mask hides.
-        pad_tokens=3,
+        pad_tokens=config["figures"]["pad_tokens"],
     script:
         "../scripts/fig_masks_data.py"
 
@@ -272,7 +270,7 @@ rule fig06_encoder_decoder:
         draw="draw_encoder_decoder",
         sizes={
             "cdr3": config["toy"]["sequence"],
-            "peptide": EPITOPE,
+            "peptide": config["figures"]["peptide"],
             "focus": config["toy"]["focus_position"],
         },
     script:

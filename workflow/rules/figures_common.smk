@@ -9,9 +9,6 @@ REVERSAL_CATEGORY = "4. Reversal training"
 SCHEMATIC_CATEGORY = "5. Schematics"
 GOLDEN_CATEGORY = "0. Golden check"
 
-# The peptide the receptor recognises (influenza M1 58-66 on HLA-A*02:01), shown in Fig. 6.
-EPITOPE = "GILGFVFTL"
-
 
 def figure_png(name, category):
     """The PNG of a figure, shown in the report under its chapter with its caption."""

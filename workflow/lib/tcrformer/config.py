@@ -150,7 +150,7 @@ def get(config: Mapping, dotted: str) -> Any:
 
 def check_semantics(config: Mapping) -> None:
     """Checks that need more than one value at a time. Raises ConfigError."""
-    for check in (_check_toy, _check_notes, _check_reversal, _check_plm):
+    for check in (_check_toy, _check_notes, _check_reversal, _check_plm, _check_figures):
         check(config)
 
 
@@ -236,4 +236,14 @@ def _check_plm(config: Mapping) -> None:
         if not 1 <= position <= len(cdr3):
             raise ConfigError(
                 f"plm.positions[{i}]", position, f"outside plm.chain.cdr3 (length {len(cdr3)})"
+            )
+
+
+def _check_figures(config: Mapping) -> None:
+    figures, notes = config.get("figures") or {}, config.get("notes") or {}
+    d_model = notes.get("d_model")
+    for i, dim in enumerate(figures.get("wave_dims", [])):
+        if d_model is not None and dim >= d_model:
+            raise ConfigError(
+                f"figures.wave_dims[{i}]", dim, f"not below notes.d_model = {d_model}"
             )

@@ -13,11 +13,10 @@ from matplotlib.patches import FancyBboxPatch, Patch
 
 from . import style
 
-WAVE_DIMS = (0, 64, 128)
 WAVE_COLOURS = ("#1f77b4", "#e07b24", "#2e9e6b", "#8e44ad")
 
 
-def draw_positional_encoding(pe: np.ndarray, wave_dims: Sequence[int] = WAVE_DIMS) -> Figure:
+def draw_positional_encoding(pe: np.ndarray, wave_dims: Sequence[int]) -> Figure:
     """Fig. 9: the sinusoidal table as a heatmap (left) and some of its dimensions as waves."""
     n_positions, d_model = pe.shape
     fig = style.new_figure(11.0, 4.2)
@@ -28,6 +27,8 @@ def draw_positional_encoding(pe: np.ndarray, wave_dims: Sequence[int] = WAVE_DIM
     heat.set_title(f"PE table: {n_positions} positions × {d_model} dimensions")
     style.colorbar(fig, image, heat, "PE value (dimensionless, in [-1, 1])")
     positions = np.arange(n_positions)
+    if len(wave_dims) > len(WAVE_COLOURS):
+        raise ValueError(f"at most {len(WAVE_COLOURS)} wave dimensions, got {len(wave_dims)}")
     for dim, colour in zip(wave_dims, WAVE_COLOURS, strict=False):
         kind = "sin" if dim % 2 == 0 else "cos"
         waves.plot(positions, pe[:, dim], color=colour, lw=1.6, label=f"dim {dim} ({kind})")
@@ -35,10 +36,15 @@ def draw_positional_encoding(pe: np.ndarray, wave_dims: Sequence[int] = WAVE_DIM
     waves.set_xlabel("position in the sequence")
     waves.set_ylabel("PE value (dimensionless)")
     waves.set_ylim(-1.15, 1.35)
-    waves.set_title("three dimensions as waves: each pair is a clock")
+    waves.set_title(f"{_count(len(wave_dims))} as waves: each sin/cos pair is a clock")
     waves.legend(loc="upper right", ncols=len(wave_dims))
     fig.suptitle("Fig. 9  The sinusoidal positional encoding")
     return fig
+
+
+def _count(n: int) -> str:
+    words = {1: "one dimension", 2: "two dimensions", 3: "three dimensions"}
+    return words.get(n, f"{n} dimensions")
 
 
 def _row(frame: pd.DataFrame, part: str) -> int:
