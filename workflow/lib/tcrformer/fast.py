@@ -162,6 +162,7 @@ class Attention(nn.Module):
         self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
         self.record = False  # set by record_attention(): keep the weights in .attn
         self.attn: Tensor | None = None
+        self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
 
     def _project(self, x: Tensor, layers: tuple[nn.Linear, ...], layout) -> tuple[Tensor, ...]:
         """x [W_1; W_2; ..]^T + b in one matmul, split per role and head: (B h, L, d_k) each."""
@@ -177,7 +178,8 @@ class Attention(nn.Module):
         else:
             (q,) = self._project(x, (self.w_q,), scope.queries)
             k, v = self._project(memory, (self.w_k, self.w_v), scope.keys)
-        if x.is_cuda and not self.record:
+        fused = x.is_cuda if self.fused is None else self.fused
+        if fused and not self.record:
             Bh, Lq, d_k = q.shape
             q, k, v = (t.view(Bh // self.h, self.h, -1, d_k) for t in (q, k, v))
             bias = scope.bias.view(*q.shape[:3], -1).to(q.dtype)  # (B, h, Lq, Lk)
