@@ -164,7 +164,9 @@ class Attention(nn.Module):
         self.attn: Tensor | None = None
         self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
 
-    def _project(self, x: Tensor, layers: tuple[nn.Linear, ...], layout) -> tuple[Tensor, ...]:
+    def _project(
+        self, x: Tensor, layers: tuple[nn.Linear, ...], layout: Padded | Packed
+    ) -> tuple[Tensor, ...]:
         """x [W_1; W_2; ..]^T + b in one matmul, split per role and head: (B h, L, d_k) each."""
         weight = torch.cat([layer.weight for layer in layers])  # (n d, d)
         bias = torch.cat([layer.bias for layer in layers])  # (n d,)
