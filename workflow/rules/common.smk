@@ -1,5 +1,6 @@
 # Shared set-up: config validation, the paths every chapter writes to.
 # Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
+import os
 import sys
 
 from snakemake.utils import validate
@@ -36,6 +37,12 @@ RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"{RESULTS}/logs"
 BENCHMARKS = f"{RESULTS}/benchmarks"
+
+
+# Threads of every rule that runs torch. Portable numerics fix the count in config (the
+# bits depend on it); native numerics take two, which Snakemake lowers to --cores.
+NUMERICS = config["numerics"]
+TORCH_THREADS = NUMERICS["threads"] if NUMERICS["mode"] == "portable" else 2
 
 
 def result(chapter, name):
@@ -82,3 +89,17 @@ def report_only_sources(chapter=None):
 
 def report_only_files(chapter=None):
     return [path for path, _ in report_only_sources(chapter).values()]
+
+
+def training_numerics(chapters):
+    """The numerics record of the training whose values a golden check reads."""
+    return [result("reversal", "numerics.json")] if "reversal" in chapters else []
+
+
+def numerics_records():
+    """{rule: its numerics.json} of every rule that records the numerics it trained under."""
+    records = {}
+    for produced, rule_name in PRODUCED_BY.items():
+        if os.path.basename(produced) == "numerics.json":
+            records[rule_name] = produced
+    return records

@@ -12,6 +12,7 @@ rule golden_check_chapter:
     input:
         values=result("{chapter}", "values.json"),
         golden=config["golden"]["file"],
+        numerics=lambda wc: training_numerics([wc.chapter]),
     output:
         json=result("{chapter}", "golden_report.json"),
         md=result("{chapter}", "golden_report.md"),
@@ -58,6 +59,7 @@ rule golden_check:
     input:
         values=rules.merge_values.output[0],
         golden=config["golden"]["file"],
+        numerics=training_numerics(CHAPTERS),
     output:
         json=report(
             f"{RESULTS}/golden_report.json",

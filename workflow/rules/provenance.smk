@@ -17,6 +17,7 @@ rule manifest:
         "../../envs/numeric.yaml"
     params:
         produced_by=lambda wc: dict(PRODUCED_BY),
+        numerics=lambda wc: numerics_records(),
         config=config,
     script:
         "../scripts/manifest.py"

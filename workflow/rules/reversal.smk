@@ -18,13 +18,14 @@ rule train_reversal:
         model=result("{recipe_dir}", "model.safetensors"),
         losses=result("{recipe_dir}", "losses.csv"),
         timing=result("{recipe_dir}", "training_time.json"),
+        numerics=result("{recipe_dir}", "numerics.json"),
     log:
         log_for("train_reversal_{recipe_dir}"),
     benchmark:
         benchmark_for("train_reversal_{recipe_dir}")
     conda:
         "../../envs/torch.yaml"
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         gpu=0,
         mem_mb=2000,
@@ -50,7 +51,7 @@ rule evaluate_reversal:
         benchmark_for("evaluate_reversal_{recipe_dir}")
     conda:
         "../../envs/torch.yaml"
-    threads: 2
+    threads: TORCH_THREADS
     resources:
         mem_mb=2000,
     params:

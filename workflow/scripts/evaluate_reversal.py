@@ -2,31 +2,21 @@
 
 import logging
 
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
-    import torch
-
+    torch_numerics(smk)
     from tcrformer.io import write_json, write_npy, write_text
-    from tcrformer.reversal.evaluate import evaluate
+    from tcrformer.reversal.evaluate import evaluate_recipe
     from tcrformer.reversal.model import load_model
     from tcrformer.reversal.recipe import recipe_from_config
     from tcrformer.reversal.values import chapter_values, read_losses
 
-    torch.set_num_threads(smk.threads)
     recipe = recipe_from_config(smk.config["reversal"], smk.params.recipe)
     model, _ = load_model(smk.input.model, recipe.impl)
     losses = read_losses(smk.input.losses, recipe.steps)
-    evaluation = evaluate(
-        model,
-        eval_n=recipe.eval_n,
-        eval_seed=recipe.eval_seed,
-        min_len=recipe.min_len,
-        max_len=recipe.max_len,
-        cdr3=recipe.cdr3,
-        layer=recipe.cross_attention_layer,
-    )
+    evaluation = evaluate_recipe(model, recipe)
     write_npy(smk.output.attention, evaluation.cross_attention)
     write_text(smk.output.cdr3, f"{evaluation.cdr3_input}\n{evaluation.cdr3_output}\n")
     write_json(smk.output.values, chapter_values(recipe, losses, evaluation, smk.params.prefix))

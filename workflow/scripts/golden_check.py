@@ -2,7 +2,7 @@
 
 from tcrformer import golden
 from tcrformer.io import read_json, write_json, write_text
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
@@ -12,10 +12,13 @@ def main(smk):
     rows, extras = golden.check(
         values, entries, inputs, smk.params.config, chapters={chapter} if chapter else None
     )
-    write_json(smk.output.json, golden.report_json(rows, extras, smk.input.golden))
-    write_text(
-        smk.output.md, golden.report_markdown(rows, extras, smk.params.title, smk.input.golden)
-    )
+    paths = smk.input.get("numerics", [])
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    numerics = {f"training ({path})": read_json(path) for path in paths}
+    numerics["golden check"] = torch_numerics(smk)
+    write_json(smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics))
+    report = golden.report_markdown(rows, extras, smk.params.title, smk.input.golden, numerics)
+    write_text(smk.output.md, report)
 
 
 run(main, snakemake)

@@ -1,12 +1,15 @@
-"""Rule manifest: versions, git state, config digest and the sha256 of every result file."""
+"""Rule manifest: versions, git state, config digest, numerics and every file's sha256."""
 
 from tcrformer import manifest
-from tcrformer.io import write_json
-from tcrformer.runner import run
+from tcrformer.io import read_json, write_json
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
-    write_json(smk.output[0], manifest.build(smk.params.produced_by, smk.params.config))
+    numerics = {rule: read_json(path) for rule, path in smk.params.numerics.items()}
+    numerics["manifest"] = torch_numerics(smk)
+    built = manifest.build(smk.params.produced_by, smk.params.config, numerics=numerics)
+    write_json(smk.output[0], built)
 
 
 run(main, snakemake)

@@ -2,12 +2,14 @@
 
 import logging
 
-from tcrformer import counting, notes
 from tcrformer.io import write_csv, write_json, write_npy, write_text
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
+    torch_numerics(smk)
+    from tcrformer import counting, notes
+
     cfg = smk.params.cfg
     breakdown = counting.breakdown_table(notes.dims_of(cfg))
     write_npy(smk.output.pe_table, notes.pe_table(cfg))

@@ -2,10 +2,11 @@
 
 from tcrformer.io import read_json, write_csv, write_json
 from tcrformer.plm import chapter, settings
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
+    torch_numerics(smk)
     esm2_available = read_json(smk.input.esm2)["available"]
     table, summary = chapter.scan_result(settings.from_config(smk.params.cfg), esm2_available)
     write_csv(smk.output.table, table)

@@ -2,10 +2,11 @@
 
 from tcrformer import toy
 from tcrformer.io import write_json, write_npy
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
+    torch_numerics(smk)
     values, arrays = toy.compute(smk.params.cfg)
     for name, array in arrays.items():
         write_npy(smk.output[name], array)

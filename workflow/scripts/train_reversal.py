@@ -2,10 +2,11 @@
 
 import logging
 
-from tcrformer.runner import run
+from tcrformer.runner import run, torch_numerics
 
 
 def main(smk):
+    in_force = torch_numerics(smk)
     from tcrformer.io import write_csv, write_json
     from tcrformer.reversal.model import save_model
     from tcrformer.reversal.recipe import recipe_from_config
@@ -15,16 +16,17 @@ def main(smk):
     recipe = recipe_from_config(smk.config["reversal"], smk.params.recipe)
     log = logging.getLogger("tcrformer")
     log.info(
-        "reversal: %s recipe, %d steps, impl %s, %d threads, checkpoints in %s",
+        "reversal: %s recipe, seed %d, %d steps, impl %s, checkpoints in %s",
         recipe.name,
+        recipe.seed,
         recipe.steps,
         recipe.impl,
-        smk.threads,
         smk.params.checkpoints,
     )
-    trained = train(recipe, checkpoint_dir=smk.params.checkpoints, threads=smk.threads)
+    trained = train(recipe, checkpoint_dir=smk.params.checkpoints)
     save_model(smk.output.model, trained.model, recipe.architecture())
     write_csv(smk.output.losses, losses_frame(trained.losses.numpy()))
+    write_json(smk.output.numerics, in_force)
     write_json(
         smk.output.timing,
         {

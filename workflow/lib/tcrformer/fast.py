@@ -208,7 +208,7 @@ def score_bias(mask: Tensor, num_heads: int, batch: int, lq: int) -> Tensor:
     adding it inside the score product (baddbmm) saves a masked_fill per layer.
     """
     Lk = mask.size(-1)
-    bias = torch.zeros(mask.shape, device=mask.device).masked_fill_(~mask, MASKED_SCORE)
+    bias = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, MASKED_SCORE)
     bias = bias.unsqueeze(1).expand(batch, num_heads, lq, Lk)
     return bias.reshape(batch * num_heads, lq, Lk)
 

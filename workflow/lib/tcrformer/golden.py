@@ -190,6 +190,15 @@ def _inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
     return ""
 
 
+def published(
+    entries: list[GoldenEntry], inputs: Mapping[str, Mapping], config: Mapping, chapter: str
+) -> dict[str, Any]:
+    """{key: the seed's value} of a chapter, or {} when the run's inputs differ from the seed's."""
+    if _inputs_differ(chapter, inputs, config):
+        return {}
+    return {e.key: e.value for e in entries if e.chapter == chapter}
+
+
 def check(
     values: Mapping[str, Any],
     entries: list[GoldenEntry],
@@ -251,9 +260,12 @@ def summary(rows: list[Row]) -> dict[str, int]:
     return counts
 
 
-def report_json(rows: list[Row], extras: list[str], golden_file: str) -> dict:
+def report_json(
+    rows: list[Row], extras: list[str], golden_file: str, numerics: Mapping | None = None
+) -> dict:
     return {
         "golden_file": golden_file,
+        "numerics": dict(numerics or {}),
         "summary": summary(rows),
         "rows": [asdict(r) for r in rows],
         "extra_keys": extras,
@@ -278,13 +290,24 @@ def _short(value: Any, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def report_markdown(rows: list[Row], extras: list[str], title: str, golden_file: str) -> str:
+def report_markdown(
+    rows: list[Row],
+    extras: list[str],
+    title: str,
+    golden_file: str,
+    numerics: Mapping[str, Mapping] | None = None,
+) -> str:
+    """The report; `numerics` maps a process to its tcrformer.numerics.describe() record."""
+    from .numerics import one_line
+
     counts = summary(rows)
     lines = [
         f"# Golden check: {title}",
         "",
         f"Regenerated values against `{golden_file}`: "
         + ", ".join(f"**{n} {status}**" for status, n in counts.items()),
+        "",
+        *(f"Numerics of {process}: {one_line(n)}.  " for process, n in (numerics or {}).items()),
         "",
         "| key | seed value | regenerated | tolerance | status | note |",
         "|---|---|---|---|---|---|",

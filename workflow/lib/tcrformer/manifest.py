@@ -1,7 +1,9 @@
 """Provenance: what produced the results of a run, and a checksum of every result file.
 
-Nothing here depends on the clock or the host, so two runs of the same commit and config
-write the same manifest. Wall-clock times live in the benchmark files instead.
+Nothing here depends on the clock, so two runs of the same commit and config on one machine
+write the same manifest. Wall-clock times live in the benchmark files instead. The
+numerics in force (tcrformer.numerics: CPU, the kernels torch used, MKL's branch, threads)
+are recorded per process that computed with torch, since trained bits depend on them.
 """
 
 from __future__ import annotations
@@ -49,8 +51,16 @@ def config_digest(config: Mapping) -> str:
     return hashlib.sha256(dumps_json(config).encode()).hexdigest()
 
 
-def build(produced_by: Mapping[str, str], config: Mapping, root: str | Path = ".") -> dict:
-    """The manifest: versions, git state, config digest, and {path: sha256, bytes, rule}."""
+def build(
+    produced_by: Mapping[str, str],
+    config: Mapping,
+    root: str | Path = ".",
+    numerics: Mapping[str, Mapping] | None = None,
+) -> dict:
+    """The manifest: versions, git state, config digest, numerics, {path: sha256, bytes, rule}.
+
+    `numerics` maps a process (a rule name) to what tcrformer.numerics.describe said there.
+    """
     files = {
         path: {"sha256": sha256(path), "bytes": Path(path).stat().st_size, "rule": rule}
         for path, rule in sorted(produced_by.items())
@@ -61,5 +71,6 @@ def build(produced_by: Mapping[str, str], config: Mapping, root: str | Path = ".
         "config_sha256": config_digest(config),
         "config": dict(config),
         "versions": package_versions(),
+        "numerics": dict(numerics or {}),
         "files": files,
     }

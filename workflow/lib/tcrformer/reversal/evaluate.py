@@ -95,6 +95,19 @@ def evaluate(
     )
 
 
+def evaluate_recipe(model: nn.Module, recipe) -> Evaluation:
+    """`evaluate` with the recipe's held-out test, CDR3 and cross-attention layer."""
+    return evaluate(
+        model,
+        eval_n=recipe.eval_n,
+        eval_seed=recipe.eval_seed,
+        min_len=recipe.min_len,
+        max_len=recipe.max_len,
+        cdr3=recipe.cdr3,
+        layer=recipe.cross_attention_layer,
+    )
+
+
 def _through_eos(written: Tensor) -> Tensor:
     """Cut a single decoded row (1, n) just after its first <eos>."""
     hits = (written[0] == EOS).nonzero()

@@ -19,10 +19,13 @@ from .train import label_smoothing_floor
 LOSS_DIGITS = 6
 
 
-def losses_frame(losses: np.ndarray) -> pd.DataFrame:
-    """One row per training step: step (1-based), loss."""
+def losses_frame(losses: np.ndarray, seed: int | None = None) -> pd.DataFrame:
+    """One row per training step: step (1-based), loss; with a seed column first if given."""
     steps = np.arange(1, len(losses) + 1)
-    return pd.DataFrame({"step": steps, "loss": np.round(losses.astype(np.float64), LOSS_DIGITS)})
+    frame = pd.DataFrame({"step": steps, "loss": np.round(losses.astype(np.float64), LOSS_DIGITS)})
+    if seed is not None:
+        frame.insert(0, "seed", seed)
+    return frame
 
 
 def read_losses(path: str, steps: int) -> pd.DataFrame:
