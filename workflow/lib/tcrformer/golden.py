@@ -9,6 +9,9 @@ key, the seed's value, a tolerance and the chapter that produces it. Tolerance k
     {max: x}         ours <= x
     exact-first-1    lists whose first element is equal (the rest is shown only)
     report-only      shown, never PASS or FAIL
+    ensemble         a trained (stochastic) value: inside the band a measured seed ensemble
+                     gives it, [min, max] of n seeds, read from the bands file the golden
+                     file names (`bands:`), which also places the seed's value in it
 
 A golden key with no regenerated value is a FAIL, unless the chapter says why it could not
 be produced (`<prefix>.unavailable` = reason: SKIPPED) or the run's inputs differ from the
@@ -31,6 +34,7 @@ from .io import ResultFileError
 PASS, FAIL, SKIPPED, REPORT = "PASS", "FAIL", "SKIPPED", "REPORT"
 SIMPLE_KINDS = ("exact", "exact-first-1", "report-only")
 BOUND_KINDS = ("abs", "min", "max")
+ENSEMBLE = "ensemble"
 
 
 class GoldenFileError(ResultFileError):
@@ -41,9 +45,23 @@ class GoldenFileError(ResultFileError):
 class Tolerance:
     kind: str
     bound: float | None = None
+    band: tuple[float, float] | None = None  # ensemble: [low, high]
+    n: int | None = None  # ensemble: how many seeds measured the band
 
     def __str__(self) -> str:
+        if self.band is not None:
+            return f"ensemble [{self.band[0]:.6g}, {self.band[1]:.6g}] (n={self.n})"
         return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
+
+
+@dataclass(frozen=True)
+class Band:
+    """One key's band from a seed ensemble, and where the seed's own value falls in it."""
+
+    low: float
+    high: float
+    n: int
+    placement: str = ""  # "at percentile 40 of 32 seeds", "below all 32 seeds"
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,7 @@ class GoldenEntry:
     chapter: str
     source: str = ""
     note: str = ""
+    placement: str = ""  # ensemble keys: where the seed's value falls in our distribution
 
 
 @dataclass
@@ -65,16 +84,21 @@ class Row:
     tolerance: str
     status: str
     reason: str = ""
+    placement: str = ""  # ensemble keys: where the seed's value falls among our seeds
 
 
-def parse_tolerance(raw: Any, where: str) -> Tolerance:
+def parse_tolerance(raw: Any, where: str, band: Band | None = None) -> Tolerance:
+    if raw == ENSEMBLE:
+        if band is None:
+            raise GoldenFileError(f"{where}: tolerance ensemble, but the bands file has no band")
+        return Tolerance(ENSEMBLE, band=(band.low, band.high), n=band.n)
     if isinstance(raw, str) and raw in SIMPLE_KINDS:
         return Tolerance(raw)
     if isinstance(raw, Mapping) and len(raw) == 1:
         ((kind, bound),) = raw.items()
         if kind in BOUND_KINDS and isinstance(bound, int | float) and not isinstance(bound, bool):
             return Tolerance(kind, float(bound))
-    kinds = ", ".join([*SIMPLE_KINDS, *(f"{{{k}: x}}" for k in BOUND_KINDS)])
+    kinds = ", ".join([*SIMPLE_KINDS, ENSEMBLE, *(f"{{{k}: x}}" for k in BOUND_KINDS)])
     raise GoldenFileError(f"{where}: unknown tolerance {raw!r} (known kinds: {kinds})")
 
 
@@ -89,6 +113,7 @@ def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str
         raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("values"), list):
         raise GoldenFileError(f"{path}: expected a mapping with a 'values:' list")
+    bands = load_bands(path, data.get("bands"))
     entries, seen = [], set()
     for i, raw in enumerate(data["values"]):
         where = f"{path}: values[{i}]"
@@ -98,20 +123,47 @@ def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str
             raise GoldenFileError(f"{where}: duplicate key {raw['key']!r}")
         seen.add(raw["key"])
         where = f"{path}: {raw['key']}"
+        band = bands.get(raw["key"])
         entries.append(
             GoldenEntry(
                 key=raw["key"],
                 value=raw["value"],
                 chapter=raw["chapter"],
-                tolerance=parse_tolerance(raw["tolerance"], where),
+                tolerance=parse_tolerance(raw["tolerance"], where, band),
                 source=raw.get("source", ""),
                 note=raw.get("note", ""),
+                placement=band.placement if band and raw["tolerance"] == ENSEMBLE else "",
             )  # fmt: skip
         )
     inputs = data.get("inputs") or {}
     if not isinstance(inputs, Mapping):
         raise GoldenFileError(f"{path}: 'inputs:' must map chapters to config values")
     return entries, {chapter: dict(v or {}) for chapter, v in inputs.items()}
+
+
+def load_bands(golden_path: Path, name: Any) -> dict[str, Band]:
+    """The bands file named by the golden file's `bands:` (a path beside it), or {}."""
+    if name is None:
+        return {}
+    path = golden_path.parent / str(name)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GoldenFileError(f"{golden_path}: bands file {path} not found") from None
+    except yaml.YAMLError as err:
+        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("bands"), Mapping):
+        raise GoldenFileError(f"{path}: expected a mapping with a 'bands:' mapping")
+    bands = {}
+    for key, raw in data["bands"].items():
+        try:
+            low, high, n = float(raw["low"]), float(raw["high"]), int(raw["n"])
+        except (KeyError, TypeError, ValueError):
+            raise GoldenFileError(f"{path}: {key}: a band needs numbers low, high and n") from None
+        if not low <= high:
+            raise GoldenFileError(f"{path}: {key}: low {low:g} is above high {high:g}")
+        bands[key] = Band(low, high, n, str(raw.get("published_placement", "")))
+    return bands
 
 
 def _is_number(x: Any) -> bool:
@@ -155,6 +207,12 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
     values = _flatten(value)
     if not all(_is_number(v) and math.isfinite(v) for v in values):
         return FAIL, "not a finite number"
+    if kind == ENSEMBLE:
+        low, high = tolerance.band
+        worst = min(values) if min(values) < low else max(values)
+        if low <= min(values) and max(values) <= high:
+            return PASS, f"inside {tolerance.n} seeds' range"
+        return FAIL, f"{worst:.6g} outside the range of {tolerance.n} seeds [{low:.6g}, {high:.6g}]"
     if kind == "abs":
         if not _same_shape(value, seed):
             return FAIL, "shape differs from the seed's"
@@ -246,6 +304,7 @@ def check(
                 str(entry.tolerance),
                 status,
                 reason,
+                entry.placement,
             )  # fmt: skip
         )
     known = {e.key for e in entries}
@@ -317,6 +376,23 @@ def report_markdown(
             f"| `{r.key}` | {_short(r.seed_value)} | {_short(r.value)} | {r.tolerance} "
             f"| {r.status} | {r.reason} |"
         )
+    placed = [r for r in rows if r.placement]
+    if placed:
+        lines += ["", "## The seed's own values in our seed ensemble", ""]
+        lines += [
+            "A trained value is one draw from a distribution over seeds. Its band is the range",
+            "of a measured ensemble (the bands file's provenance says which); the seed's own",
+            "printed value is placed in that distribution. Outside our range, that is a",
+            "finding about the seed's run, not a FAIL of ours.",
+            "",
+        ]
+        for r in placed:
+            finding = (
+                " (**a finding about the seed**)"
+                if r.placement.startswith(("below", "above"))
+                else ""
+            )
+            lines.append(f"- `{r.key}`: published {_short(r.seed_value)} is {r.placement}{finding}")
     skipped = [r for r in rows if r.status == SKIPPED]
     if skipped:
         lines += ["", "## Skipped, and why", ""]

@@ -157,13 +157,13 @@ def percentile_rank(value: float, sample: Sequence[float]) -> float:
 
 
 def placement(value: float, sample: Sequence[float]) -> str:
-    """'at the 40th percentile of 32 seeds', or 'below all 32 seeds' when outside the range."""
+    """'at percentile 40 of 32 seeds', or 'below all 32 seeds' when outside the range."""
     x = np.asarray(sample, dtype=float)
     if value < x.min():
         return f"below all {x.size} seeds"
     if value > x.max():
         return f"above all {x.size} seeds"
-    return f"at the {percentile_rank(value, x):.0f}th percentile of {x.size} seeds"
+    return f"at percentile {percentile_rank(value, x):.0f} of {x.size} seeds"
 
 
 def summary_table(seeds: pd.DataFrame, published: Mapping[str, Any]) -> pd.DataFrame:

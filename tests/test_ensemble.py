@@ -1,0 +1,247 @@
+"""Seed ensembles: settings and bad input, the distribution summaries, batched training's
+statistics, and the target as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from tcrformer.config import ConfigError
+from tcrformer.reversal import ensemble
+from tcrformer.reversal.batched import clip_per_seed, initial_models, train_batched
+from tcrformer.reversal.ensemble import EnsembleSettings
+from tcrformer.reversal.model import load_seed_model, save_models, state_dicts_equal
+from tcrformer.reversal.recipe import recipe_from_config, with_overrides
+from tcrformer.reversal.train import new_run, train
+
+from conftest import default_config, snakemake, write_config
+
+torch.set_num_threads(1)
+CONFIG = default_config()
+TINY = dict(
+    d_model=16, num_heads=2, d_ff=32, num_layers=2, steps=40, batch_size=16, warmup=10,
+    log_every=40, report_every=20, eval_n=20, device="cpu",
+)  # fmt: skip
+
+
+def tiny(**changes):
+    return with_overrides(recipe_from_config(CONFIG["reversal"]), **{**TINY, **changes})
+
+
+def settings(**section):
+    return EnsembleSettings.from_config({**CONFIG, "ensemble": {**CONFIG["ensemble"], **section}})
+
+
+# Settings ---------------------------------------------------------------------------------------
+
+
+def test_the_default_ensemble_is_32_seeds_of_the_paper_recipe_one_job_each():
+    default = settings()
+    assert default.recipe == "paper" and default.seeds == tuple(range(32))
+    assert default.groups() == [(s,) for s in range(32)]
+
+
+def test_seeds_are_grouped_in_order_and_each_seed_knows_its_group():
+    grouped = settings(seeds=[5, 3, 9, 1, 7], group_size=2)
+    assert grouped.groups() == [(5, 3), (9, 1), (7,)]
+    assert [grouped.group_of(s) for s in (5, 3, 9, 1, 7)] == [0, 0, 1, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "problem"),
+    [
+        ({"seeds": []}, "ensemble.seeds", "must not be empty"),
+        ({"seeds": [0, -1]}, "ensemble.seeds", ">= 0"),
+        ({"seeds": [1, 1]}, "ensemble.seeds", "twice"),
+        ({"seeds": list(range(5)), "max_seeds": 4}, "ensemble.seeds", "max_seeds = 4"),
+        ({"recipe": "warp"}, "ensemble.recipe", "paper, speedrun"),
+    ],
+)
+def test_bad_ensembles_name_their_key(section, key, problem):
+    with pytest.raises(ConfigError) as err:
+        settings(**section)
+    assert err.value.key == key and problem in str(err.value)
+
+
+# Distributions ----------------------------------------------------------------------------------
+
+
+def test_describe_gives_the_order_statistics_and_percentiles():
+    stats = ensemble.describe(np.arange(1, 101))
+    assert stats["n"] == 100 and stats["min"] == 1 and stats["max"] == 100
+    assert stats["median"] == 50.5 and stats["p5"] == pytest.approx(5.95)
+
+
+def test_percentile_rank_counts_half_the_ties():
+    sample = [1, 2, 2, 3]
+    assert ensemble.percentile_rank(2, sample) == 50.0
+    assert ensemble.percentile_rank(0, sample) == 0.0 and ensemble.percentile_rank(9, sample) == 100
+    assert ensemble.placement(0.5, sample) == "below all 4 seeds"
+    assert ensemble.placement(3.5, sample) == "above all 4 seeds"
+    assert ensemble.placement(2, sample) == "at percentile 50 of 4 seeds"
+
+
+def seeds_table():
+    return pd.DataFrame(
+        {
+            "seed": [0, 1, 2, 3],
+            "reversal.heldout_exact": [996, 999, 1000, 998],
+            "reversal.loss_step500": [0.9, 1.0, 0.8, 0.95],
+        }
+    )
+
+
+def test_summary_places_the_published_value_and_marks_keys_without_one():
+    table = ensemble.summary_table(seeds_table(), {"reversal.loss_step500": 0.905})
+    loss = table.set_index("key").loc["reversal.loss_step500"]
+    assert loss["min"] == 0.8 and loss["max"] == 1.0 and loss["published"] == 0.905
+    assert loss["published_percentile"] == 50.0  # above 0.8 and 0.9, below 0.95 and 1.0
+    exact = table.set_index("key").loc["reversal.heldout_exact"]
+    assert pd.isna(exact["published"]) and exact["published_placement"] == ""
+
+
+def test_published_cdr3_correct_is_computed_from_the_printed_output():
+    golden = {"reversal.cdr3_output": "FYQEYSSRISSAC", "reversal.heldout_exact": 999}
+    keys = ["reversal.cdr3_correct", "reversal.heldout_exact"]
+    published = ensemble.published_values(golden, "reversal", "CASSIRSSYEQYF", keys)
+    assert published == {"reversal.cdr3_correct": 1, "reversal.heldout_exact": 999}
+    wrong = ensemble.published_values(golden, "reversal", "CASSLAPGATNEKLFF", keys)
+    assert wrong["reversal.cdr3_correct"] == 0
+
+
+def test_loss_bands_per_step():
+    losses = pd.DataFrame(
+        {"seed": [0, 0, 1, 1, 2, 2], "step": [1, 2] * 3, "loss": [3.0, 2.0, 4.0, 1.0, 5.0, 3.0]}
+    )
+    bands = ensemble.loss_bands(losses)
+    assert list(bands["step"]) == [1, 2]
+    assert list(bands["median"]) == [4.0, 2.0] and list(bands["min"]) == [3.0, 1.0]
+
+
+def test_golden_bands_are_the_range_and_cover_the_whole_ensemble():
+    seeds = seeds_table()
+    bands = ensemble.golden_bands(seeds, {"reversal.heldout_exact": 999}, {"n": 4})
+    exact = bands["bands"]["reversal.heldout_exact"]
+    assert (exact["low"], exact["high"], exact["n"]) == (996, 1000, 4)
+    assert exact["published_placement"] == "at percentile 62 of 4 seeds"
+    assert set(ensemble.band_coverage(seeds, bands["bands"]).values()) == {1.0}
+
+
+def test_stochastic_keys_leave_out_strings_and_the_smoothing_floor():
+    values = {"r.loss_step500": 0.9, "r.label_smoothing_floor": 0.6, "r.cdr3_output": "F", "r.x": 3}
+    assert ensemble.stochastic_keys(values) == ["r.loss_step500", "r.x"]
+
+
+# Batched training ---------------------------------------------------------------------------------
+
+
+def test_batched_seeds_start_from_their_single_runs_weights():
+    recipe = tiny()
+    for seed, model in zip([3, 4], initial_models(recipe, [3, 4]), strict=True):
+        single = new_run(with_overrides(recipe, seed=seed), torch.device("cpu")).model
+        assert state_dicts_equal(model, single)
+
+
+def test_clipping_is_per_seed():
+    grads = {"w": torch.tensor([[3.0, 4.0], [0.3, 0.4]]), "b": torch.zeros(2, 1)}
+    norms = clip_per_seed(grads, 1.0)
+    assert torch.allclose(norms, torch.tensor([5.0, 0.5]))
+    assert torch.allclose(grads["w"][0].norm(), torch.tensor(1.0), atol=1e-5)
+    assert torch.equal(grads["w"][1], torch.tensor([0.3, 0.4]))  # under the threshold: as is
+
+
+def separate_and_batched(seeds, **changes):
+    recipe = tiny(**changes)
+    separate = [train(with_overrides(recipe, seed=s)).losses for s in seeds]
+    batched = [t.losses for t in train_batched(recipe, seeds)]
+    return torch.stack(separate), torch.stack(batched)  # (K, steps) each
+
+
+def test_without_dropout_batched_training_follows_the_separate_runs():
+    """The same weights, batches and optimizer: only the rounding differs (padded vs packed)."""
+    separate, batched = separate_and_batched([0, 1, 2], dropout=0.0)
+    assert torch.allclose(separate, batched, atol=2e-4), (separate - batched).abs().max()
+
+
+def test_with_dropout_batching_changes_the_bits_not_the_statistics():
+    """Criterion fixed before the run: over 8 seeds, the paired difference of the mean loss of
+    the last 10 steps has |t| < 4 (t_7 at two-sided p = 0.005 is 4.03), and the spread over
+    seeds agrees within a factor of 3."""
+    separate, batched = separate_and_batched(list(range(8)), dropout=0.1)
+    assert not torch.equal(separate, batched)
+    s, b = separate[:, -10:].mean(1).numpy(), batched[:, -10:].mean(1).numpy()
+    d = b - s
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(d.size))
+    assert abs(t) < 4, (s, b)
+    assert 1 / 3 < b.std(ddof=1) / s.std(ddof=1) < 3
+
+
+def test_a_group_file_holds_every_seed_and_refuses_a_stranger(tmp_path):
+    recipe = tiny(steps=2)
+    models = dict(zip([7, 9], initial_models(recipe, [7, 9]), strict=True))
+    path = tmp_path / "models.safetensors"
+    save_models(path, models, recipe.architecture())
+    assert state_dicts_equal(load_seed_model(path, 9, "fast"), models[9])
+    with pytest.raises(Exception, match="holds no weights of seed 8"):
+        load_seed_model(path, 8, "fast")
+
+
+# The target, as a user runs it -----------------------------------------------------------------
+
+ENS = {"run": "ens", "reversal": {"steps": 60, "eval_n": 50}, "ensemble": {"seeds": [0, 1, 2]}}
+
+
+@pytest.mark.slow
+def test_the_ensemble_target_writes_table_figure_and_report(workflow_copy):
+    config = write_config(workflow_copy / "ens.yaml", ENS)
+    done = snakemake(workflow_copy, "ensemble", "--configfile", str(config), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = workflow_copy / "results/ens/ensemble"
+    table = pd.read_csv(folder / "ensemble.csv")
+    assert set(table["n"]) == {3}
+    assert "reversal.heldout_exact" in set(table["key"])
+    assert "| key | n | min |" in (folder / "ensemble.md").read_text()
+    assert (folder / "ensemble.png").stat().st_size > 10_000
+    assert sorted(pd.read_csv(folder / "seeds.csv")["seed"]) == [0, 1, 2]
+    bands = yaml.safe_load((folder / "golden_bands.yaml").read_text())
+    assert bands["provenance"]["n"] == 3 and "portable" in bands["provenance"]["numerics"]
+    # The ensemble trains what the reversal keys say: 60 steps per seed.
+    losses = pd.read_csv(folder / "group0/losses.csv")
+    assert len(losses) == 60 and set(losses["seed"]) == {0}
+    # A seed of a one-seed group is the single run of that seed, bit for bit.
+    single = write_config(workflow_copy / "single.yaml", {**ENS, "run": "single",
+                          "golden": {"strict": False}})  # fmt: skip
+    done = snakemake(workflow_copy, "reversal", "--configfile", str(single), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    single_values = json.loads((workflow_copy / "results/single/reversal/values.json").read_text())
+    seed0 = json.loads((folder / "seed0/values.json").read_text())
+    assert {k: seed0[k] for k in single_values} == single_values
+    report = workflow_copy / "ens_report.zip"
+    args = ("ensemble", "--configfile", str(config), "--report", str(report))
+    done = snakemake(workflow_copy, *args)
+    assert done.returncode == 0 and report.stat().st_size > 10_000, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("numerics={'mode': 'fastest'}", "config error: numerics.mode = 'fastest'"),
+        ("ensemble={'seeds': []}", "config error: ensemble.seeds = []"),
+        ("ensemble={'seeds': [0, -3]}", "config error: ensemble.seeds[1] = -3"),
+        ("ensemble={'max_seeds': 2}", "config error: ensemble.seeds = '32 seeds'"),
+        ("ensemble={'recipe': 'warp'}", "config error: ensemble.recipe = 'warp'"),
+    ],
+)
+def test_bad_ensemble_input_is_one_line_and_nothing_is_written(workflow_copy, override, expected):
+    done = snakemake(workflow_copy, "ensemble", "--config", override)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.startswith("config error")]
+    assert len(lines) == 1 and lines[0].startswith(expected), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert not (workflow_copy / "results").exists()
