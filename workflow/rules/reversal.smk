@@ -92,3 +92,19 @@ rule bench:
     threads: 2
     script:
         "../../bench/bench_reversal.py"
+
+
+rule bench_numerics:
+    """Benchmark (not part of `all`): portable vs native numerics, batched vs separate seeds."""
+    output:
+        csv=result("bench", "numerics.csv"),
+        md=result("bench", "numerics.md"),
+    log:
+        log_for("bench_numerics"),
+    conda:
+        "../../envs/torch.yaml"
+    threads: 2
+    params:
+        folder=lambda wc, output: os.path.dirname(output.csv),
+    shell:
+        "python bench/bench_numerics.py --out {params.folder} > {log} 2>&1"
