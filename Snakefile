@@ -1,5 +1,6 @@
 # tcrformer: regenerate every number and figure of "What is a Transformer?, told with one
-# T-cell receptor" from code. One chapter per rule file; see README.md.
+# T-cell receptor" from code. One chapter per rule file; see README.md and
+# docs/architecture.md.
 #
 #   snakemake --cores 2            everything, then the golden check and the manifest
 #   snakemake --cores 2 toy        one chapter (toy, notes, reversal, plm, figures)

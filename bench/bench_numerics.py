@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,7 +36,7 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
     """One block in this (fresh) process: pin, import torch, time `steps` training steps."""
     import yaml
 
-    from tcrformer import numerics
+    from tcrformer.core import numerics
 
     config = yaml.safe_load(config_path.read_text())
     pinned = numerics.pin(numerics.Numerics(mode, threads))
@@ -45,8 +44,8 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
     import torch
 
     torch.set_num_threads(threads)
-    from tcrformer.reversal.recipe import recipe_from_config, with_overrides
-    from tcrformer.reversal.train import train
+    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
+    from tcrformer.chapters.reversal.train import train
 
     recipe = recipe_from_config(config["reversal"])
     short = with_overrides(recipe, steps=warmup + steps, device="cpu", log_every=10**6)
@@ -64,9 +63,7 @@ def run_block(args, mode: str, threads: int) -> dict:
     command = [sys.executable, __file__, "--worker", mode, str(threads)]
     command += ["--config", str(args.config), "--steps", str(args.steps)]
     command += ["--warmup", str(args.warmup)]
-    path = [str(ROOT / "workflow/lib"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -88,14 +85,14 @@ def ensemble_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
     """Separate vs batched, in this process (pinned portable before torch is imported)."""
     import yaml
 
-    from tcrformer import numerics
+    from tcrformer.core import numerics
 
     config = yaml.safe_load(args.config.read_text())
     pinned = numerics.pin(numerics.Numerics("portable", threads))
     numerics.configure_torch(pinned, threads)
-    from tcrformer.reversal.batched import train_batched
-    from tcrformer.reversal.recipe import recipe_from_config, with_overrides
-    from tcrformer.reversal.train import train
+    from tcrformer.chapters.ensemble.batched import train_batched
+    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
+    from tcrformer.chapters.reversal.train import train
 
     recipe = with_overrides(
         recipe_from_config(config["reversal"]), steps=args.steps, device="cpu", log_every=10**6
@@ -170,9 +167,8 @@ def main(argv=None) -> None:
     import pandas as pd
     import yaml
 
-    sys.path.insert(0, str(ROOT / "workflow/lib"))
-    from tcrformer.io import write_csv, write_text
-    from tcrformer.numerics import cpu_info
+    from tcrformer.core.io import write_csv, write_text
+    from tcrformer.core.numerics import cpu_info
 
     threads = (yaml.safe_load(args.config.read_text()).get("numerics") or {}).get("threads", 1)
     numerics_rows, numerics_rate = numerics_part(args, threads)

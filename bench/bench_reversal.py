@@ -17,18 +17,17 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+import torch
+import yaml
+from torch.utils.flop_counter import FlopCounterMode
+
+from tcrformer.chapters.reversal.data import random_batch
+from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
+from tcrformer.chapters.reversal.train import make_step, new_run
+from tcrformer.core.io import write_csv, write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow/lib"))
-
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-import yaml  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
-from tcrformer.io import write_csv, write_text  # noqa: E402
-from tcrformer.reversal.data import random_batch  # noqa: E402
-from tcrformer.reversal.recipe import recipe_from_config, with_overrides  # noqa: E402
-from tcrformer.reversal.train import make_step, new_run  # noqa: E402
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
@@ -99,7 +98,7 @@ def main(argv=None, section: dict | None = None) -> None:
     torch.set_num_threads(args.threads)
     if section is None:
         section = yaml.safe_load(args.config.read_text())["reversal"]
-    paper = recipe_from_config(section, "paper")
+    paper = recipe_from_config(section)
     variants = {
         "reference": {"impl": "reference", "compile": False},
         "fast": {"impl": "fast", "compile": False},

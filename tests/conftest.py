@@ -20,7 +20,6 @@ WORKFLOW_PARTS = (
     "workflow",
     "envs",
     "profiles",
-    "tests/golden",
     "pyproject.toml",
 )
 

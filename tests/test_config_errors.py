@@ -3,7 +3,7 @@
 The invalid values are generated from the schema itself (wrong type, out of range, empty,
 not in the enum, an unknown key in every section), so a key added to the schema is covered
 without touching this file. All cases run through the same functions the Snakefile calls
-(tcrformer.config); a sample of them also runs through `snakemake` to prove the wiring:
+(tcrformer.core.config); a sample of them also runs through `snakemake` to prove the wiring:
 exit code 1, one line, no traceback, nothing under results/.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tcrformer.config import ConfigError, check_semantics, first_schema_error, load_schema
+from tcrformer.core.config import ConfigError, check, first_schema_error, load_schema
 
 from conftest import ROOT, default_config, snakemake, write_config
 
@@ -100,7 +100,7 @@ def validate(config: dict) -> ConfigError | None:
     if error is not None:
         return error
     try:
-        check_semantics(config)
+        check(config)
     except ConfigError as err:
         return err
     return None
@@ -172,7 +172,7 @@ def test_snakemake_stops_before_any_rule(workflow_copy, override, key):
 
 
 def test_command_line_strings_become_the_types_the_schema_asks_for():
-    from tcrformer.config import coerce_cli_strings
+    from tcrformer.core.config import coerce_cli_strings
 
     config = default_config()
     config["notes"].update(d_model="1024", num_heads="16", dropout="0.2")

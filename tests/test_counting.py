@@ -3,8 +3,8 @@
 import pytest
 from torch import nn
 
-from tcrformer import counting
-from tcrformer.transformer import EncoderDecoder
+from tcrformer.models import counting
+from tcrformer.models.transformer import EncoderDecoder
 
 CONFIGS = [
     counting.ModelDims(d_model=16, d_ff=32, num_layers=1, src_vocab=11, tgt_vocab=13),

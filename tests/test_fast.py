@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tcrformer import fast, transformer
-from tcrformer.io import ResultFileError
-from tcrformer.reversal import data
-from tcrformer.reversal.model import load_model, save_model
-from tcrformer.reversal.train import batch_loss
+from tcrformer.chapters.reversal import data
+from tcrformer.chapters.reversal.model import load_model, save_model
+from tcrformer.chapters.reversal.train import batch_loss
+from tcrformer.core.io import ResultFileError
+from tcrformer.models import fast, transformer
 
 torch.set_num_threads(1)
 V = data.VOCAB_SIZE

@@ -18,23 +18,24 @@ from matplotlib.image import imread
 from conftest import ROOT, snakemake
 
 PLOTTING = ROOT / "workflow" / "lib" / "tcrformer" / "plotting"
-SCRIPTS = sorted((ROOT / "workflow" / "scripts").glob("fig_*.py"))
-FIGURES_SMK = ROOT / "workflow" / "rules" / "figures.smk"
+SCRIPTS = [ROOT / "workflow" / "scripts" / f"{name}.py"
+           for name in ("draw_figure", "golden_table", "manifest_table")]  # fmt: skip
+FIGURE_CODE = [ROOT / "workflow" / "lib" / "tcrformer" / "figures.py"] + sorted(
+    (ROOT / "workflow" / "lib" / "tcrformer" / "chapters").glob("*/figure_data.py")
+)
 CAPTIONS = ROOT / "workflow" / "report" / "figures"
 
-# Modules that train or load a model: a figure must be drawable without any of them.
+# Modules that train or load a model: a figure must be drawable without any of them. Of a
+# chapter's package, figure code may read its settings and its figure data, nothing else.
 MODEL_MODULES = (
     "torch",
     "esm",
     "sceptr",
     "libtcrlm",
-    "tcrformer.reversal",
-    "tcrformer.fast",
-    "tcrformer.transformer",
-    "tcrformer.plm",
-    "tcrformer.notes",
-    "tcrformer.toy",
+    "tcrformer.models.transformer",
+    "tcrformer.models.fast",
 )
+CHAPTER_PARTS_FOR_FIGURES = ("settings", "figure_data")
 FAST_FIGURES = {
     "fig01_toy_input",
     "fig02_head_plane",
@@ -72,10 +73,16 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def is_model_module(name: str) -> bool:
-    return any(name == m or name.startswith(f"{m}.") for m in MODEL_MODULES)
+    if any(name == m or name.startswith(f"{m}.") for m in MODEL_MODULES):
+        return True
+    parts = name.split(".")
+    in_chapter = parts[:2] == ["tcrformer", "chapters"] and len(parts) > 3
+    return in_chapter and parts[3] not in CHAPTER_PARTS_FOR_FIGURES
 
 
-@pytest.mark.parametrize("path", SCRIPTS + sorted(PLOTTING.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", SCRIPTS + FIGURE_CODE + sorted(PLOTTING.glob("*.py")), ids=lambda p: p.name
+)
 def test_figure_code_imports_no_model_code(path):
     offending = sorted(n for n in imported_modules(path) if is_model_module(n))
     assert not offending, f"{path.name} imports {offending}"
@@ -83,6 +90,8 @@ def test_figure_code_imports_no_model_code(path):
 
 def test_importing_the_plotting_package_loads_no_model_code():
     modules = [f"tcrformer.plotting.{p.stem}" for p in PLOTTING.glob("*.py")]
+    modules += ["tcrformer.figures"] + [f"tcrformer.chapters.{p.parent.name}.figure_data"
+                                         for p in FIGURE_CODE[1:]]  # fmt: skip
     code = (
         "import sys, importlib\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
@@ -96,22 +105,27 @@ def test_importing_the_plotting_package_loads_no_model_code():
 
 def test_the_import_check_sees_relative_and_model_imports(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from ..reversal import train\nimport torch.nn\nfrom . import style\n")
+    probe.write_text(
+        "from tcrformer.chapters.reversal import train\nimport torch.nn\nfrom . import style\n"
+    )
     names = imported_modules(probe)
-    assert {"tcrformer.reversal", "torch.nn", "tcrformer.plotting.style"} <= names
-    assert is_model_module("tcrformer.reversal.train") and not is_model_module("tcrformer.io")
+    assert {"tcrformer.chapters.reversal.train", "torch.nn", "tcrformer.plotting.style"} <= names
+    assert is_model_module("tcrformer.chapters.reversal.train")
+    assert not is_model_module("tcrformer.chapters.toy.figure_data")
+    assert not is_model_module("tcrformer.core.io")
 
 
-def figure_names() -> list[str]:
-    return re.findall(r'figure_png\("([^"]+)"', FIGURES_SMK.read_text())
+def test_every_figure_has_a_caption_a_draw_function_and_a_name_after_the_seed():
+    import importlib
 
+    from tcrformer.figures import FIGURES
 
-def test_every_figure_has_a_caption_and_a_name_after_the_seed():
-    names = figure_names()
-    assert FAST_FIGURES <= set(names)
-    for name in names:
-        assert re.fullmatch(r"fig(\d\d|S\d)_[a-z0-9_]+", name), name
-        assert (CAPTIONS / f"{name}.rst").read_text().strip(), name
+    names = [figure.id for figure in FIGURES]
+    assert FAST_FIGURES <= set(names) and len(set(names)) == len(names)
+    for figure in FIGURES:
+        assert re.fullmatch(r"fig(\d\d|S\d)_[a-z0-9_]+", figure.id), figure.id
+        assert (CAPTIONS / f"{figure.id}.rst").read_text().strip(), figure.id
+        assert callable(getattr(importlib.import_module(figure.module), figure.id))
 
 
 def check_png(path: Path) -> None:
@@ -151,7 +165,7 @@ def test_fast_figure_rules_render_valid_byte_stable_files_and_a_report(workflow_
 
 def test_figure_choices_come_from_the_config(workflow_copy):
     """figures.pad_tokens reaches the Fig. 12 data; a wave dimension past d_model is refused."""
-    masks = "results/paper/figures/data/masks.json"
+    masks = "results/paper/notes/figure_data.json"
     built = snakemake(workflow_copy, masks, "--config", "figures={'pad_tokens': 5}")
     assert built.returncode == 0, built.stderr[-3000:]
     data = json.loads((workflow_copy / masks).read_text())
@@ -218,13 +232,18 @@ def test_top_guesses_and_the_masked_cdr3():
         ("D", 0.2),
     ]
     assert plm.masked("CASSIRSSYEQYF", 6) == "CASSI·SSYEQYF"
-    assert plm.cdr3_of(scan_table()) == "CASSIRS"
+
+
+def test_the_plm_figure_data_reads_the_cdr3_back_from_the_scan():
+    from tcrformer.chapters.plm.figure_data import PlmFigures
+
+    assert PlmFigures({}, {}, scan_table(("esm2", "sceptr")), {}).cdr3 == "CASSIRS"
 
 
 def test_teacher_forcing_and_masks():
-    from tcrformer.plotting.teacher_forcing import masks_for
+    from tcrformer.chapters.notes.compute import teacher_forcing
 
-    masks = masks_for("CAS", pad_tokens=2)
+    masks = teacher_forcing("CAS", pad_tokens=2)
     assert masks["decoder_input"] == ["<bos>", "C", "A", "S"]
     assert masks["target"] == ["C", "A", "S", "<eos>"]
     causal = np.array(masks["causal"])
@@ -237,7 +256,7 @@ def test_golden_table_escapes_and_groups_by_chapter():
     from tcrformer.plotting.tables import golden_html
 
     report = {
-        "golden_file": "tests/golden/seed_values.yaml",
+        "golden_file": "config/golden/seed_values.yaml",
         "summary": {"PASS": 1, "FAIL": 1},
         "rows": [
             {
@@ -267,21 +286,25 @@ def test_golden_table_escapes_and_groups_by_chapter():
 
 
 def test_training_figure_from_hand_made_results(tmp_path):
+    from tcrformer.chapters.reversal.figure_data import ReversalFigures
     from tcrformer.plotting import reversal, style
 
     steps = np.arange(1, 101)
     losses = pd.DataFrame({"step": steps, "loss": 0.6 + 3.0 * np.exp(-steps / 20)})
-    values = {"reversal.loss_step50": 0.85, "reversal.loss_step100": 0.62,
-              "reversal.label_smoothing_floor": 0.574, "speedrun.loss_step50": 9.0,
-              "reversal.cross_attention_antidiagonal_mean": 0.95}  # fmt: skip
-    training = reversal.training_values(values, "reversal")
-    assert training.report_losses == {50: 0.85, 100: 0.62} and training.floor == 0.574
-    attention = np.full((4, 8, 7), 1 / 7)
-    fig = reversal.draw_training(losses, training, attention, "CASSIRS", "SRISSAC", 2)
+    data = ReversalFigures(
+        losses=losses,
+        attention=np.full((4, 8, 7), 1 / 7),
+        source="CASSIRS",
+        output="SRISSAC",
+        layer=2,
+        floor=0.574,
+        report_losses={50: 0.85, 100: 0.62},
+        antidiagonal_mean=0.95,
+    )
+    fig = reversal.fig13_training(data)
     loss_ax, map_ax = fig.axes[:2]
     assert [t.get_text() for t in map_ax.get_yticklabels()][-1] == "<eos>"
-    assert "95%" in map_ax.get_title()
+    assert "95%" in map_ax.get_title() and "decoder layer 2" in map_ax.get_title()
     assert any(np.allclose(line.get_ydata(), 0.574) for line in loss_ax.get_lines())
     style.save(fig, tmp_path / "f.png", tmp_path / "f.svg")
     check_png(tmp_path / "f.png")
-    assert reversal.read_decoded("CAS\nSAC\n") == ("CAS", "SAC")

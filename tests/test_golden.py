@@ -2,7 +2,7 @@
 
 import pytest
 
-from tcrformer.golden import (
+from tcrformer.core.golden import (
     FAIL,
     PASS,
     REPORT,
@@ -102,7 +102,7 @@ def test_golden_file_that_is_not_yaml_names_the_file(tmp_path):
 
 
 def test_project_golden_file_loads_and_names_every_chapter():
-    entries, inputs = load_golden(ROOT / "tests/golden/seed_values.yaml")
+    entries, inputs = load_golden(ROOT / "config/golden/seed_values.yaml")
     assert {e.chapter for e in entries} >= {"toy", "notes", "reversal", "plm"}
     assert inputs["toy"]["toy.sequence"] == "CASSIRSSYEQYF"
 

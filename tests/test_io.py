@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tcrformer import io
+from tcrformer.core import io
 
 
 def test_write_json_is_canonical_and_rejects_nan(tmp_path):

@@ -2,12 +2,15 @@
 
 import copy
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tcrformer import notes
+from tcrformer.chapters.notes import compute as notes
+from tcrformer.chapters.notes.settings import Settings
+from tcrformer.models.positional import period
+
+from conftest import ROOT
 
 PAPER = {
     "d_model": 512,
@@ -39,13 +42,23 @@ def small() -> dict:
     return config
 
 
+def settings(section: dict) -> Settings:
+    """The chapter's settings for a `notes:` section (Fig. 12's receptor and padding fixed)."""
+    config = {"notes": section, "toy": {"sequence": "CASSIRSSYEQYF"}, "figures": {"pad_tokens": 3}}
+    return Settings.from_config(config)
+
+
+def chapter_values(section: dict) -> dict:
+    return notes.notes_values(settings(section))["values"]
+
+
 @pytest.fixture(scope="module")
 def paper_values():
-    return notes.chapter_values(PAPER)
+    return chapter_values(PAPER)
 
 
 def test_pe_values_at_the_paper_size():
-    values = notes.pe_values(PAPER)
+    values = notes.pe_values(settings(PAPER))
     assert values["pe.d_model"] == 512
     expected = [math.sin(1), math.cos(1), math.sin(1 / 10000 ** (2 / 512))]
     assert values["pe.pos1_dims0_3"][:3] == pytest.approx(expected)
@@ -58,7 +71,7 @@ def test_pe_values_at_the_paper_size():
 def test_pe_keys_follow_the_config():
     config = small()
     config["pe"].update(probe_position=3, probe_dims=2, cosine_pairs=[[2, 5]])
-    values = notes.pe_values(config)
+    values = notes.pe_values(settings(config))
     assert set(values) == {
         "pe.d_model",
         "pe.pos3_dims0_1",
@@ -69,19 +82,19 @@ def test_pe_keys_follow_the_config():
 
 
 def test_period_is_shared_by_a_sin_cos_pair():
-    assert notes.period(6, 64) == notes.period(7, 64)
-    assert notes.period(0, 64) == pytest.approx(2 * math.pi)
+    assert period(6, 64) == period(7, 64)
+    assert period(0, 64) == pytest.approx(2 * math.pi)
 
 
 def test_pe_table_for_the_figure():
-    table = notes.pe_table(PAPER)
+    table = notes.pe_table(settings(PAPER))
     assert table.shape == (100, 512) and table.dtype == np.float64
     assert np.abs(table).max() <= 1
     np.testing.assert_allclose(table[0, 1::2], 1.0)
 
 
 def test_parity_is_within_float32_rounding():
-    values = notes.parity_values(small())
+    values = notes.parity_values(settings(small()))
     assert values["parity.layernorm_max_abs_diff"] < 1e-6
     assert values["parity.mha_causal_max_abs_diff"] < 1e-6
 
@@ -90,7 +103,7 @@ def test_mha_parity_uses_the_causal_mask():
     """Copying our weights into PyTorch's module and flipping the mask is what makes them agree."""
     import torch
 
-    from tcrformer.transformer import MultiHeadAttention, causal_mask
+    from tcrformer.models.transformer import MultiHeadAttention, causal_mask
 
     torch.manual_seed(0)
     ours = MultiHeadAttention(16, 4, dropout=0.0).eval()
@@ -104,7 +117,7 @@ def test_mha_parity_uses_the_causal_mask():
 
 
 def test_small_chapter_runs_and_checks_its_counts():
-    values = notes.chapter_values(small())
+    values = chapter_values(small())
     assert values["params.total"] == (
         values["params.all_layers_6_plus_6"] + values["params.embeddings_and_output"]
     )
@@ -134,12 +147,9 @@ def test_paper_values_match_the_golden_file(paper_values):
     """The published numbers, read from the golden file (not typed into the code)."""
     import yaml
 
-    golden_path = Path(__file__).parent / "golden" / "seed_values.yaml"
-    try:
-        with open(golden_path, encoding="utf-8") as handle:
-            golden = {row["key"]: row for row in yaml.safe_load(handle)["values"]}
-    except FileNotFoundError:
-        pytest.skip(f"{golden_path} not there yet")
+    golden_path = ROOT / "config" / "golden" / "seed_values.yaml"
+    with open(golden_path, encoding="utf-8") as handle:
+        golden = {row["key"]: row for row in yaml.safe_load(handle)["values"]}
     for key, value in paper_values.items():
         row = golden[key]
         tolerance = row["tolerance"]

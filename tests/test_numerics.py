@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from tcrformer import numerics
-from tcrformer.config import ConfigError
+from tcrformer.core import numerics
+from tcrformer.core.config import ConfigError
 
 from conftest import ROOT
 
@@ -28,7 +28,7 @@ needs_avx2 = pytest.mark.skipif(not PORTABLE_HERE, reason=WHY_NOT or "portable u
 
 
 def run_fingerprint(*args: str, env: dict | None = None) -> dict:
-    command = [sys.executable, "-m", "tcrformer.reversal.fingerprint"]
+    command = [sys.executable, "-m", "tcrformer.chapters.reversal.fingerprint"]
     command += ["--config", str(ROOT / "config/config.yaml"), *args]
     environment = {**os.environ, **(env or {})}
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)

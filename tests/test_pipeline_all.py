@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tcrformer.io import sha256
+from tcrformer.core.io import sha256
 
 from conftest import snakemake, write_config
 

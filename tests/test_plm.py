@@ -17,16 +17,22 @@ import torch
 from esm.model.esm2 import ESM2
 
 from tcrformer import AMINO_ACIDS
-from tcrformer.config import ConfigError
-from tcrformer.golden import PASS, SKIPPED, check, load_golden
-from tcrformer.io import ResultFileError
-from tcrformer.plm import chapter, esm2, scan, sceptr_mlm, segments, settings, weights
-from tcrformer.plm.values import chapter_values, esm2_values
+from tcrformer.chapters.plm import compute as chapter
+from tcrformer.chapters.plm import esm2, scan, sceptr_mlm, segments, settings, weights
+from tcrformer.chapters.plm.values import chapter_values, esm2_values
+from tcrformer.core.config import ConfigError
+from tcrformer.core.golden import PASS, SKIPPED, check, load_golden
+from tcrformer.core.io import ResultFileError
 
 from conftest import ROOT, default_config, snakemake, write_config
 
-SEED_GOLDEN = ROOT / "tests" / "golden" / "seed_values.yaml"
+SEED_GOLDEN = ROOT / "config" / "golden" / "seed_values.yaml"
 TINY = {"num_layers": 2, "embed_dim": 32, "attention_heads": 4}
+
+
+def plm_settings(section):
+    """The chapter's typed settings for a `plm:` section."""
+    return settings.Settings.from_config({"plm": section})
 
 
 def plm_config(**esm2_overrides) -> dict:
@@ -82,7 +88,7 @@ def offline_hub(tmp_path, monkeypatch):
 
 
 def test_the_seed_chain_is_131_residues_with_the_cdr3_after_the_v_gene():
-    chain = settings.from_config(plm_config()).chain
+    chain = plm_settings(plm_config()).chain
     assert chain.length == 131
     assert chain.sequence[chain.index_of(1)] == "C"
     assert chain.sequence[chain.index_of(6)] == "R"
@@ -90,7 +96,7 @@ def test_the_seed_chain_is_131_residues_with_the_cdr3_after_the_v_gene():
 
 
 def test_renormalized_probabilities_sum_to_one_and_rank_best_first():
-    from tcrformer.plm.guess import Guess, renormalized
+    from tcrformer.chapters.plm.guess import Guess, renormalized
 
     logits = [0.0] * 20
     logits[AMINO_ACIDS.index("S")], logits[AMINO_ACIDS.index("L")] = 3.0, 2.0
@@ -121,7 +127,7 @@ def test_tiny_esm2_loads_through_fair_esm_with_only_namespace_allowed(tiny_check
 
 def test_one_mask_token_replaces_exactly_the_hidden_cdr3_residue(tiny_checkpoint):
     _, alphabet = esm2.load_local(tiny_checkpoint)
-    chain = settings.from_config(plm_config()).chain
+    chain = plm_settings(plm_config()).chain
     batch, offset = esm2.masked_tokens(alphabet, chain, (1, 6))
     assert offset == 1 and batch.shape == (2, chain.length + 2)
     for row, position in enumerate((1, 6)):
@@ -132,7 +138,7 @@ def test_one_mask_token_replaces_exactly_the_hidden_cdr3_residue(tiny_checkpoint
 def test_esm2_guesses_match_the_seed_recipe(tiny_checkpoint):
     """Our batched guesses equal the seed's one-at-a-time code run on the same model."""
     model, alphabet = esm2.load_local(tiny_checkpoint)
-    chain = settings.from_config(plm_config()).chain
+    chain = plm_settings(plm_config()).chain
     ours = esm2.guesses(model, alphabet, chain, (1, 6), "esm2")
     for guess in ours:
         tokens = alphabet.get_batch_converter()([("tcr", chain.sequence)])[2]
@@ -148,7 +154,7 @@ def test_esm2_guesses_match_the_seed_recipe(tiny_checkpoint):
 
 
 def test_esm2_result_and_values_with_a_configured_checkpoint(tiny_checkpoint):
-    plm = settings.from_config(plm_config(checkpoint=str(tiny_checkpoint)))
+    plm = plm_settings(plm_config(checkpoint=str(tiny_checkpoint)))
     result = chapter.esm2_result(plm)
     assert result["available"] and result["weights"] == str(tiny_checkpoint)
     values = esm2_values(result)
@@ -169,7 +175,7 @@ def test_weight_files_are_found_where_torch_and_fair_esm_look(tiny_checkpoint, o
 
 
 def test_without_weights_esm2_is_unavailable_and_its_golden_keys_skipped(offline_hub):
-    plm = settings.from_config(plm_config(download=True))
+    plm = plm_settings(plm_config(download=True))
     result = chapter.esm2_result(plm)
     assert result["available"] is False
     assert "download failed" in result["reason"] and "no network" in result["reason"]
@@ -184,13 +190,13 @@ def test_without_weights_esm2_is_unavailable_and_its_golden_keys_skipped(offline
 
 
 def test_download_switched_off_says_so(offline_hub):
-    result = chapter.esm2_result(settings.from_config(plm_config(download=False)))
+    result = chapter.esm2_result(plm_settings(plm_config(download=False)))
     assert "plm.esm2.download is false" in result["reason"]
     assert not (offline_hub / "hub" / "checkpoints" / "esm2_t12_35M_UR50D.pt").exists()
 
 
 def test_required_esm2_without_weights_is_an_error_naming_the_key(offline_hub):
-    plm = settings.from_config(plm_config(required=True))
+    plm = plm_settings(plm_config(required=True))
     with pytest.raises(ConfigError, match=r"^config error: plm\.esm2\.required = True: ESM-2"):
         chapter.esm2_result(plm)
 
@@ -202,14 +208,14 @@ def test_cdr3_with_a_letter_outside_the_20_amino_acids():
     plm = plm_config()
     plm["chain"]["cdr3"] = "CASSIRSSBEQYF"
     with pytest.raises(ConfigError, match=r"plm\.chain\.cdr3 = 'CASSIRSSBEQYF': letter 'B'"):
-        settings.from_config(plm)
+        plm_settings(plm)
 
 
 def test_position_outside_the_cdr3():
     plm = plm_config()
     plm["positions"] = [1, 14]
     with pytest.raises(ConfigError, match=r"plm\.positions\[1\] = 14: outside plm\.chain\.cdr3"):
-        settings.from_config(plm)
+        plm_settings(plm)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +228,7 @@ def test_position_outside_the_cdr3():
 def test_unknown_gene_for_sceptr(sceptr_model, section, field, bad, key):
     plm = plm_config()
     plm[section][field] = bad
-    receptor = settings.from_config(plm).receptor
+    receptor = plm_settings(plm).receptor
     with pytest.raises(ConfigError, match=re.escape(f"config error: {key} = '{bad}'")):
         sceptr_mlm.guesses(sceptr_model, receptor, (1,))
 
@@ -238,7 +244,7 @@ def test_a_cdr3_must_run_from_c_to_f_or_w(section, field, bad, key):
     plm = plm_config()
     plm[section][field] = bad
     with pytest.raises(ConfigError, match=re.escape(f"config error: {key} = '{bad}': must run")):
-        settings.from_config(plm)
+        plm_settings(plm)
 
 
 @pytest.mark.parametrize(
@@ -254,7 +260,7 @@ def test_unknown_germline_gene_or_wrong_germline_end(field, bad, key):
     plm = plm_config()
     plm["germline"][field] = bad
     with pytest.raises(ConfigError, match=re.escape(f"config error: {key} = '{bad}'")):
-        segments.check_germline(settings.from_config(plm).germline)
+        segments.check_germline(plm_settings(plm).germline)
 
 
 def test_unknown_sceptr_variant():
@@ -264,7 +270,7 @@ def test_unknown_sceptr_variant():
 
 def test_checkpoint_path_that_does_not_exist(tmp_path):
     missing = tmp_path / "esm2_t12_35M_UR50D.pt"
-    plm = settings.from_config(plm_config(checkpoint=str(missing)))
+    plm = plm_settings(plm_config(checkpoint=str(missing)))
     with pytest.raises(ConfigError, match=r"^config error: plm\.esm2\.checkpoint = ") as err:
         chapter.esm2_result(plm)
     assert str(err.value).endswith(f"file not found ({missing})")
@@ -300,7 +306,7 @@ def test_a_refused_global_is_reported_by_name(tmp_path):
 
 def test_checkpoint_name_must_start_with_esm2(tmp_path):
     checkpoint = save_tiny_esm2(tmp_path, name="tiny")
-    plm = settings.from_config(plm_config(checkpoint=str(checkpoint)))
+    plm = plm_settings(plm_config(checkpoint=str(checkpoint)))
     with pytest.raises(ConfigError, match=r"plm\.esm2\.checkpoint = .*must start with 'esm2'"):
         chapter.esm2_result(plm)
 
@@ -309,7 +315,7 @@ def test_checkpoint_name_must_start_with_esm2(tmp_path):
 
 
 def test_sceptr_is_sure_of_the_cysteine_and_unsure_of_the_junctional_arginine(sceptr_model):
-    receptor = settings.from_config(plm_config()).receptor
+    receptor = plm_settings(plm_config()).receptor
     cysteine, arginine = sceptr_mlm.guesses(sceptr_model, receptor, (1, 6))
     for guess in (cysteine, arginine):
         assert sum(guess.probabilities.values()) == pytest.approx(1.0)
@@ -319,7 +325,7 @@ def test_sceptr_is_sure_of_the_cysteine_and_unsure_of_the_junctional_arginine(sc
 
 
 def test_the_mask_lands_on_the_cdr3beta_of_the_receptor(sceptr_model):
-    receptor = settings.from_config(plm_config()).receptor
+    receptor = plm_settings(plm_config()).receptor
     tokens = sceptr_model.tokeniser.tokenise(sceptr_mlm._tcr(receptor))
     rows = sceptr_mlm.cdr3b_token_rows(tokens, receptor.cdr3b)
     assert rows[-1] == len(tokens) - 1 and len(rows) == 13
@@ -327,7 +333,7 @@ def test_the_mask_lands_on_the_cdr3beta_of_the_receptor(sceptr_model):
 
 
 def test_segments_follow_imgt_and_put_the_arginine_in_the_junction():
-    germline = settings.from_config(plm_config()).germline
+    germline = plm_settings(plm_config()).germline
     segments.check_germline(germline)
     assert segments.imgt_v_cdr3("TRBV19*01") == "CASSI"
     assert segments.imgt_j_cdr3("TRBJ2-7*01") == "SYEQYF"
@@ -337,7 +343,7 @@ def test_segments_follow_imgt_and_put_the_arginine_in_the_junction():
 
 
 def test_scan_covers_every_position_and_germline_beats_junction():
-    plm = settings.from_config(plm_config())
+    plm = plm_settings(plm_config())
     table, summary = chapter.scan_result(plm, esm2_available=False)
     assert list(table.columns) == scan.COLUMNS
     assert table["position"].tolist() == list(range(1, 14))
@@ -349,7 +355,7 @@ def test_scan_covers_every_position_and_germline_beats_junction():
 
 
 def test_scan_with_both_models_and_the_values_keys(tiny_checkpoint):
-    plm = settings.from_config(plm_config(checkpoint=str(tiny_checkpoint)))
+    plm = plm_settings(plm_config(checkpoint=str(tiny_checkpoint)))
     esm2_result, sceptr_result = chapter.esm2_result(plm), chapter.sceptr_result(plm)
     table, summary = chapter.scan_result(plm, esm2_available=True)
     assert table["model"].value_counts().to_dict() == {"esm2": 13, "sceptr": 13}
@@ -362,9 +368,7 @@ def test_scan_with_both_models_and_the_values_keys(tiny_checkpoint):
 
 
 def test_golden_bands_for_sceptr_encode_the_seed_claim():
-    """Wherever the SCEPTR entries live (plm_extra.yaml until merged into the golden file)."""
-    files = [SEED_GOLDEN, ROOT / "tests" / "golden" / "plm_extra.yaml"]
-    entries = [e for f in files if f.exists() for e in load_golden(f)[0]]
+    entries, _ = load_golden(SEED_GOLDEN)
     bands = {e.key: (e.tolerance.kind, e.tolerance.bound, e.chapter) for e in entries}
     assert bands["sceptr.p_C_at_cdr3_pos1"] == ("min", 0.8, "plm")
     assert bands["sceptr.p_R_at_cdr3_pos6"] == ("max", 0.2, "plm")

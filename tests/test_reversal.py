@@ -16,20 +16,20 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from tcrformer.config import ConfigError
-from tcrformer.io import ResultFileError
-from tcrformer.reversal import data
-from tcrformer.reversal.evaluate import antidiagonal_mean, evaluate, exact_reversals
-from tcrformer.reversal.model import build_model, load_model, save_model, state_dicts_equal
-from tcrformer.reversal.recipe import recipe_from_config, resolve_device, with_overrides
-from tcrformer.reversal.train import (
+from tcrformer.chapters.reversal import data
+from tcrformer.chapters.reversal.evaluate import antidiagonal_mean, evaluate, exact_reversals
+from tcrformer.chapters.reversal.model import build_model, load_model, save_model, state_dicts_equal
+from tcrformer.chapters.reversal.settings import recipe_from_config, resolve_device, with_overrides
+from tcrformer.chapters.reversal.train import (
     LinearSchedule,
     NoamSchedule,
     checkpoint_path,
     label_smoothing_floor,
     train,
 )
-from tcrformer.reversal.values import chapter_values, losses_frame
+from tcrformer.chapters.reversal.values import chapter_values, losses_frame
+from tcrformer.core.config import ConfigError
+from tcrformer.core.io import ResultFileError
 
 from conftest import ROOT, snakemake, write_config
 
@@ -135,7 +135,7 @@ def test_speedrun_lays_its_keys_over_the_paper_recipe():
         assert getattr(speed, key) == value
     for kept in ("min_len", "max_len", "eval_n", "eval_seed", "cdr3"):
         assert getattr(speed, kept) == getattr(paper, kept)
-    assert paper.key_prefix == "reversal" and speed.key_prefix == "speedrun"
+    assert paper.name == "reversal" and speed.name == "speedrun"  # folders and key prefixes
     assert paper.fingerprint() != speed.fingerprint()
 
 
@@ -151,7 +151,7 @@ def test_speedrun_lays_its_keys_over_the_paper_recipe():
 )
 def test_bad_recipes_name_their_key(change, key):
     section = {**SECTION, **change}
-    name = "speedrun" if "speedrun" in change else "paper"
+    name = "speedrun" if "speedrun" in change else "reversal"
     with pytest.raises(ConfigError) as err:
         recipe_from_config(section, name)
     assert key in str(err.value) and "\n" not in str(err.value)
@@ -205,8 +205,8 @@ def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path):
 KILLABLE = textwrap.dedent(
     """
     import sys, time, yaml
-    from tcrformer.reversal.recipe import recipe_from_config, with_overrides
-    from tcrformer.reversal.train import train
+    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
+    from tcrformer.chapters.reversal.train import train
     section, tiny, folder, out = yaml.safe_load(sys.stdin.read())
     recipe = with_overrides(recipe_from_config(section), **tiny)
 
@@ -327,7 +327,7 @@ def test_evaluate_a_tiny_model(impl, tmp_path):
     assert rows == len(result.cdr3_output) + 1 or rows == recipe.max_len + 2
     assert np.allclose(result.cross_attention.sum(-1), 1, atol=1e-5)
     assert 0 <= result.antidiagonal_mean <= 1
-    values = chapter_values(recipe, losses_frame(trained.losses.numpy()), result, "reversal")
+    values = chapter_values(recipe, losses_frame(trained.losses.numpy()), result)
     assert sorted(k for k in values if "loss_step" in k) == [
         "reversal.loss_step12",
         "reversal.loss_step4",

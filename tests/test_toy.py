@@ -5,23 +5,37 @@ import math
 import numpy as np
 import pytest
 
-from tcrformer import toy
-from tcrformer.attention import multi_head_attention, softmax
-from tcrformer.chemistry import check_sequence, chemistry_matrix
+from tcrformer.chapters.toy import compute as toy
+from tcrformer.chapters.toy.settings import Settings
+from tcrformer.models.attention import multi_head_attention, softmax
+from tcrformer.models.chemistry import (
+    check_sequence,
+    chemistry_matrix,
+    feature_names,
+    toy_input,
+)
 
 from conftest import default_config
 
-CFG = default_config()["toy"]
+CONFIG = default_config()
+CFG = CONFIG["toy"]
+
+
+def compute(toy_section):
+    """(values, every other output) of toy_values for a `toy:` section."""
+    outputs = toy.toy_values(Settings.from_config({**CONFIG, "toy": toy_section}))
+    return outputs.pop("values"), outputs
 
 
 @pytest.fixture(scope="module")
 def chapter():
-    return toy.compute(CFG)
+    return compute(CFG)
 
 
 def heads_for(cfg):
-    names = toy.feature_names(cfg["pe_dims"])
-    return [toy.head_weights(s, names, cfg["pe_dims"], cfg["pe_base"]) for s in cfg["heads"]]
+    names = feature_names(cfg["pe_dims"])
+    settings = Settings.from_config({**CONFIG, "toy": cfg})
+    return [toy.head_weights(s, names, cfg["pe_dims"], cfg["pe_base"]) for s in settings.heads]
 
 
 def test_every_attention_row_sums_to_one(chapter):
@@ -48,8 +62,8 @@ def test_with_positions_a_shuffle_changes_more_than_the_order():
     perm = np.random.default_rng(2).permutation(len(seq))
     shuffled = "".join(seq[i] for i in perm)
     heads = heads_for(CFG)
-    out, _ = multi_head_attention(toy.toy_input(seq, 4, 9.0), heads, np.eye(8))
-    out_s, _ = multi_head_attention(toy.toy_input(shuffled, 4, 9.0), heads, np.eye(8))
+    out, _ = multi_head_attention(toy_input(seq, 4, 9.0), heads, np.eye(8))
+    out_s, _ = multi_head_attention(toy_input(shuffled, 4, 9.0), heads, np.eye(8))
     assert not np.allclose(out_s, out[perm], atol=1e-3)
 
 
@@ -78,9 +92,9 @@ def test_numpy_block_matches_pytorch(chapter):
 
 
 def test_block_weights_are_reproducible():
-    a = toy.block_weights(8, 4, 32, seed=3, std=0.3)
-    b = toy.block_weights(8, 4, 32, seed=3, std=0.3)
-    c = toy.block_weights(8, 4, 32, seed=4, std=0.3)
+    a = toy.random_block(8, 4, 32, seed=3, std=0.3)
+    b = toy.random_block(8, 4, 32, seed=3, std=0.3)
+    c = toy.random_block(8, 4, 32, seed=4, std=0.3)
     np.testing.assert_array_equal(a.w_1, b.w_1)
     assert not np.array_equal(a.w_1, c.w_1)
 
@@ -95,7 +109,7 @@ def test_scaling_keeps_softmax_spread():
 
 def test_another_receptor_recomputes_everything():
     cfg = {**CFG, "sequence": "CASSLAPGATNEKLFF", "focus_position": 13}
-    values, arrays = toy.compute(cfg)
+    values, arrays = compute(cfg)
     assert arrays["X"].shape == (16, 8)
     assert values["toy.attention_map.pairs"] == 256
     assert "toy.head1.weights_K" in values  # the focus residue names the key

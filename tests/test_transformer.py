@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tcrformer.transformer import (
+from tcrformer.models.transformer import (
     AddNorm,
     EncoderDecoder,
     LayerNorm,
@@ -16,9 +16,9 @@ from tcrformer.transformer import (
     greedy_decode,
     make_masks,
     padding_mask,
+    positional_table,
     scaled_dot_product_attention,
     shift_right,
-    sinusoidal_table,
 )
 
 PAD, BOS, EOS = 0, 1, 2
@@ -35,7 +35,7 @@ def tiny_model(**overrides) -> EncoderDecoder:
 
 def test_sinusoidal_table_follows_the_formula():
     d = 8
-    table = sinusoidal_table(5, d)
+    table = positional_table(5, d)
     assert table.shape == (5, d)
     for pos in range(5):
         for i in range(d // 2):
@@ -59,7 +59,7 @@ def offset_map(d_model: int, k: int) -> torch.Tensor:
 @pytest.mark.parametrize("k", [1, 3, 10])
 def test_position_plus_k_is_one_linear_map_of_position(k):
     d = 16
-    table = sinusoidal_table(60 + k, d).double()
+    table = positional_table(60 + k, d).double()
     rotation = offset_map(d, k)
     shifted = table[:60] @ rotation  # the same matrix for every position p
     torch.testing.assert_close(shifted, table[k : 60 + k], atol=1e-5, rtol=0)
@@ -71,7 +71,7 @@ def test_positional_table_is_a_non_persistent_buffer():
     assert module.state_dict() == {}
     assert list(module.parameters()) == []
     x = torch.zeros(2, 7, 8)
-    torch.testing.assert_close(module(x), sinusoidal_table(7, 8).expand(2, 7, 8))
+    torch.testing.assert_close(module(x), positional_table(7, 8).expand(2, 7, 8))
 
 
 # Attention ---------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_dropout_is_active_in_training_only():
 def test_embeddings_are_scaled_by_sqrt_d_model():
     model = tiny_model(dropout=0.0)
     tokens = torch.tensor([[3, 4, 5]])
-    expected = model.src_embed(tokens) * 4.0 + sinusoidal_table(3, 16)  # sqrt(16) = 4
+    expected = model.src_embed(tokens) * 4.0 + positional_table(3, 16)  # sqrt(16) = 4
     torch.testing.assert_close(model.embed(model.src_embed, tokens), expected)
 
 
@@ -251,3 +251,76 @@ def test_greedy_decode_stops_once_every_row_wrote_eos():
         model.generator.bias[EOS] = 1.0
     ys = greedy_decode(model, torch.randint(3, 11, (2, 4)), max_len=9, bos=BOS, eos=EOS)
     assert ys.tolist() == [[BOS, EOS], [BOS, EOS]]
+
+
+# An outside oracle: the whole encoder-decoder against torch.nn.Transformer ---------------------
+
+
+def copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
+    """in_proj = [W_Q; W_K; W_V], out_proj = W_O (same layout for both implementations)."""
+    projections = (ours.w_q, ours.w_k, ours.w_v)
+    theirs.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
+    theirs.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
+    theirs.out_proj.weight.copy_(ours.w_o.weight)
+    theirs.out_proj.bias.copy_(ours.w_o.bias)
+
+
+def copy_ffn_and_norms(ours, theirs, norms: int) -> None:
+    for name_ours, name_theirs in (("w_1", "linear1"), ("w_2", "linear2")):
+        getattr(theirs, name_theirs).load_state_dict(getattr(ours.ffn, name_ours).state_dict())
+    for i in range(1, norms + 1):
+        getattr(theirs, f"norm{i}").load_state_dict(getattr(ours, f"norm{i}").state_dict())
+
+
+def torch_twin(model, d_model: int, heads: int, d_ff: int, layers: int) -> nn.Transformer:
+    """nn.Transformer (Post-LN, ReLU) holding our weights; its final stack LayerNorms,
+    which the paper's Post-LN model does not have, are removed."""
+    twin = nn.Transformer(
+        d_model, heads, layers, layers, d_ff, dropout=0.0, batch_first=True, norm_first=False
+    )
+    twin.encoder.norm, twin.decoder.norm = nn.Identity(), nn.Identity()
+    with torch.no_grad():
+        for ours, theirs in zip(model.encoder.layers, twin.encoder.layers, strict=True):
+            copy_attention(ours.self_attn, theirs.self_attn)
+            copy_ffn_and_norms(ours, theirs, 2)
+        for ours, theirs in zip(model.decoder.layers, twin.decoder.layers, strict=True):
+            copy_attention(ours.self_attn, theirs.self_attn)
+            copy_attention(ours.cross_attn, theirs.multihead_attn)
+            copy_ffn_and_norms(ours, theirs, 3)
+    return twin
+
+
+@pytest.mark.parametrize("impl", ["reference", "fast"])
+def test_the_whole_model_matches_torch_nn_transformer(impl):
+    """Same weights, dropout off, a padded and masked batch: the same logits within 1e-5.
+    Embeddings, positions and the generator are ours on both sides."""
+    from tcrformer.models import fast
+
+    d_model, heads, d_ff, layers, vocab = 32, 4, 64, 2, 23
+    cls = EncoderDecoder if impl == "reference" else fast.EncoderDecoder
+    torch.manual_seed(0)
+    model = cls(vocab, vocab, d_model, heads, d_ff, layers, dropout=0.0)
+    twin = torch_twin(model, d_model, heads, d_ff, layers)
+    model.train(), twin.train()  # train mode: torch's eval fast path would zero padded rows
+    generator = torch.Generator().manual_seed(1)
+    src = torch.randint(3, vocab, (3, 9), generator=generator)
+    tgt_in = torch.randint(3, vocab, (3, 7), generator=generator)
+    src[0, 6:], src[2, 4:], tgt_in[1, 5:], tgt_in[2, 3:] = PAD, PAD, PAD, PAD
+    tgt_in[:, 0] = BOS
+    src_mask, tgt_mask = make_masks(src, tgt_in, PAD)
+    scale = math.sqrt(d_model)
+    with torch.no_grad():
+        ours = model(src, tgt_in, src_mask, tgt_mask)  # (B, Lt, V)
+        pe = model.pe if impl == "fast" else model.positions.pe
+        src_x = model.src_embed(src) * scale + pe[: src.size(1)]
+        tgt_x = model.tgt_embed(tgt_in) * scale + pe[: tgt_in.size(1)]
+        hidden = twin(
+            src_x,
+            tgt_x,
+            tgt_mask=~causal_mask(tgt_in.size(1))[0],  # torch: True = blocked
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt_in == PAD,
+            memory_key_padding_mask=src == PAD,
+        )
+        theirs = model.generator(hidden)
+    assert (ours - theirs).abs().max().item() < 1e-5

@@ -1,16 +1,18 @@
-# Shared set-up: config validation, the paths every chapter writes to.
-# Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
+# Shared set-up: config validation, the paths every chapter writes to, the manifest's
+# registry. Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
 import os
 import sys
 
 from snakemake.utils import validate
 
-from tcrformer.config import (
+from tcrformer.chapters import module as chapter_module
+from tcrformer.core.config import (
     ConfigError,
-    check_semantics,
+    check,
     coerce_cli_strings,
     first_schema_error,
     load_schema,
+    sections,
 )
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
@@ -25,7 +27,7 @@ def _validate_config(config):
         if error is not None:
             raise error
         validate(config, SCHEMA, set_default=True)
-        check_semantics(config)
+        check(config)
     except ConfigError as err:
         sys.stderr.write(f"{err}\n")
         sys.exit(1)
@@ -38,6 +40,8 @@ RESULTS = f"results/{RUN}"
 LOGS = f"{RESULTS}/logs"
 BENCHMARKS = f"{RESULTS}/benchmarks"
 
+# Chapters that contribute a values.json to the merged results/<run>/values.json.
+CHAPTERS = ["toy", "notes", "plm", "reversal"]
 
 # Threads of every rule that runs torch. Portable numerics fix the count in config (the
 # bits depend on it); native numerics take two, which Snakemake lowers to --cores.
@@ -45,9 +49,27 @@ NUMERICS = config["numerics"]
 TORCH_THREADS = NUMERICS["threads"] if NUMERICS["mode"] == "portable" else 2
 
 
+def settings(chapter):
+    """A chapter's typed settings (already checked by _validate_config)."""
+    return chapter_module(chapter, "settings").Settings.from_config(config)
+
+
+def params_of(*names):
+    """The config sections a rule's script reads, as its params: a change reruns the rule."""
+    return sections(config, *names)
+
+
 def result(chapter, name):
     """Path of one result file of a chapter: results/<run>/<chapter>/<name>."""
     return f"{RESULTS}/{chapter}/{name}"
+
+
+FIGURES = f"{RESULTS}/figures"
+
+
+def figure_files(figure_id):
+    """The PNG and SVG of a figure of the table (tcrformer.figures, figures.smk)."""
+    return [f"{FIGURES}/{figure_id}.png", f"{FIGURES}/{figure_id}.svg"]
 
 
 def log_for(rule_name):
@@ -56,10 +78,6 @@ def log_for(rule_name):
 
 def benchmark_for(rule_name):
     return f"{BENCHMARKS}/{rule_name}.tsv"
-
-
-# Chapters that contribute a values.json to the merged results/<run>/values.json.
-CHAPTERS = ["toy", "notes", "plm", "reversal"]
 
 
 # Every result file and the rule that wrote it, for the provenance manifest.

@@ -1,14 +1,14 @@
-# Seed ensembles (target `ensemble`, not part of `all`): the recipe the reversal keys define,
-# trained once per seed of `ensemble.seeds`, in jobs of `ensemble.group_size` seeds; every
-# seed evaluated exactly as the single run is; every stochastic value summarised as a
-# distribution, with the seed document's value placed in it.
+# Chapter ensemble (target `ensemble`, not part of `all`): the reversal recipe named by
+# `ensemble.recipe`, trained once per seed of `ensemble.seeds` in jobs of
+# `ensemble.group_size` seeds; every seed evaluated exactly as the single run is; every
+# stochastic value summarised as a distribution, with the seed document's value placed in it.
+# tcrformer.chapters.ensemble: settings, compute.{train,evaluate}_ensemble and
+# ensemble_summary, figure_data (Fig. S3, in figures.smk).
 #
 #   results/<run>/ensemble/group<g>/    weights and losses of the seeds of group g
 #   results/<run>/ensemble/seed<s>/     one seed's values.json
 #   results/<run>/ensemble/             seeds.csv, ensemble.{csv,md}, loss_bands.csv,
-#                                       golden_bands.yaml, ensemble.{png,svg}
-
-ENSEMBLE_CATEGORY = "6. Seed ensembles"
+#                                       golden_bands.yaml, figure_data.json
 
 
 wildcard_constraints:
@@ -33,9 +33,9 @@ rule train_ensemble:
         gpu=0,
         mem_mb=2000,
     params:
-        seeds=lambda wc: list(ENSEMBLE_GROUPS[int(wc.group)]),
-        training=ensemble_training,
+        recipes=ensemble_training,
         checkpoints=lambda wc: result("ensemble", f"group{wc.group}/checkpoints"),
+        numerics=NUMERICS,
     script:
         "../scripts/train_ensemble.py"
 
@@ -54,9 +54,8 @@ rule evaluate_ensemble:
     resources:
         mem_mb=2000,
     params:
-        evaluation=lambda wc: ENSEMBLE.recipe_for(
-            config["reversal"], int(wc.seed)
-        ).evaluation_params(),
+        recipe=lambda wc: ensemble_recipe(int(wc.seed)).params(),
+        numerics=NUMERICS,
     script:
         "../scripts/evaluate_ensemble.py"
 
@@ -73,12 +72,13 @@ rule ensemble_summary:
         seeds=result("ensemble", "seeds.csv"),
         table=report(
             result("ensemble", "ensemble.csv"),
-            caption="../report/ensemble/ensemble_table.rst",
-            category=ENSEMBLE_CATEGORY,
+            caption="../report/ensemble_table.rst",
+            category="6. Seed ensembles",
         ),
         md=result("ensemble", "ensemble.md"),
         loss_bands=result("ensemble", "loss_bands.csv"),
         bands=result("ensemble", "golden_bands.yaml"),
+        figure_data=result("ensemble", "figure_data.json"),
     log:
         log_for("ensemble_summary"),
     conda:
@@ -86,40 +86,16 @@ rule ensemble_summary:
     params:
         seeds=ENSEMBLE.seeds,
         recipe=ENSEMBLE.recipe,
-        prefix=ENSEMBLE_PREFIX,
+        cdr3=config["reversal"]["cdr3"],
+        eval_n=config["reversal"]["eval_n"],
         run=RUN,
-        command="snakemake --cores 2 ensemble"
-        + (f" --config run={RUN}" if RUN != "paper" else ""),
+        command=f"snakemake --cores 2 ensemble --config run={RUN}",
     script:
         "../scripts/ensemble_summary.py"
 
 
-rule fig_ensemble:
-    input:
-        table=rules.ensemble_summary.output.table,
-        seeds=rules.ensemble_summary.output.seeds,
-        loss_bands=rules.ensemble_summary.output.loss_bands,
-    output:
-        png=report(
-            result("ensemble", "ensemble.png"),
-            caption="../report/ensemble/fig_ensemble.rst",
-            category=ENSEMBLE_CATEGORY,
-        ),
-        svg=result("ensemble", "ensemble.svg"),
-    log:
-        log_for("fig_ensemble"),
-    conda:
-        "../../envs/plotting.yaml"
-    params:
-        prefix=ENSEMBLE_PREFIX,
-        recipe=ENSEMBLE.recipe,
-        eval_n=config["reversal"]["eval_n"],
-    script:
-        "../scripts/fig_ensemble.py"
-
-
 rule ensemble:
-    """Target: the seed ensemble, its summary table, figure and golden bands."""
+    """Target: the seed ensemble, its summary table, its figure and its golden bands."""
     input:
         rules.ensemble_summary.output,
-        rules.fig_ensemble.output,
+        figure_files("figS3_seed_ensemble"),

@@ -1,38 +1,32 @@
-# Paths, report categories and helpers of the figure rules (workflow/rules/figures.smk).
+# Helpers of the figure rules (workflow/rules/figures.smk): the table's rows as Snakemake
+# inputs, outputs and params.
 
-FIGURES = f"{RESULTS}/figures"
+from tcrformer.figures import FIGURES as FIGURE_TABLE
 
-TOY_CATEGORY = "1. Toy Transformer"
-PLM_CATEGORY = "2. Protein language models"
-NOTES_CATEGORY = "3. Study notes"
-REVERSAL_CATEGORY = "4. Reversal training"
-SCHEMATIC_CATEGORY = "5. Schematics"
 GOLDEN_CATEGORY = "0. Golden check"
+# The figures of `all`: those of its chapters, and the schematics (they read no results).
+FIGURES_OF_ALL = [f for f in FIGURE_TABLE if f.chapter in (*CHAPTERS, None)]
 
 
-def figure_png(name, category):
+def figure_inputs(figure):
+    """{name: result file} of the chapter data the figure draws."""
+    return {name: result(figure.chapter, file) for name, file in figure.files().items()}
+
+
+def figure_png(figure):
     """The PNG of a figure, shown in the report under its chapter with its caption."""
     return report(
-        f"{FIGURES}/{name}.png",
-        caption=f"../report/figures/{name}.rst",
-        category=category,
+        figure_files(figure.id)[0],
+        caption=f"../report/figures/{figure.id}.rst",
+        category=figure.category,
     )
 
 
-def figure_svg(name):
-    return f"{FIGURES}/{name}.svg"
-
-
-def head1_dimension_names():
-    """The feature feeding each of head 1's two query columns (blank for a rotation query)."""
-    names = ["", ""]
-    query = config["toy"]["heads"][0]["Q"]
-    if isinstance(query, list):
-        for feature, column, _ in query:
-            if column < len(names):
-                names[column] = feature
-    return names
-
-
-def outputs(figure_rules):
-    return [figure_rule.output for figure_rule in figure_rules]
+def figures_of(group):
+    """The PNG and SVG of every figure of `all` drawn from a chapter (None: schematics)."""
+    return [
+        path
+        for f in FIGURES_OF_ALL
+        if f.chapter == group
+        for path in figure_files(f.id)
+    ]

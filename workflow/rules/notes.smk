@@ -1,5 +1,6 @@
-# Chapter 2 (seed section 10.1-10.8, page 2 'In code'): the full encoder-decoder in PyTorch,
-# its positional encoding, parity with PyTorch's modules, and where its weights sit.
+# Chapter notes (seed section 10.1-10.8, page 2 'In code'): the full encoder-decoder in
+# PyTorch, its positional encoding, parity with PyTorch's modules, where its weights sit.
+# tcrformer.chapters.notes: settings, compute.notes_values, figure_data.
 
 
 rule notes_values:
@@ -8,14 +9,16 @@ rule notes_values:
         pe_table=result("notes", "pe_table.npy"),
         breakdown_csv=result("notes", "param_breakdown.csv"),
         breakdown_md=result("notes", "param_breakdown.md"),
+        figure_data=result("notes", "figure_data.json"),
     log:
         log_for("notes_values"),
     benchmark:
         benchmark_for("notes_values")
     conda:
         "../../envs/torch.yaml"
+    threads: TORCH_THREADS
     params:
-        cfg=config["notes"],
+        config=params_of("notes", "toy", "figures", "numerics"),
     script:
         "../scripts/notes_values.py"
 

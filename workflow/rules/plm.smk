@@ -2,6 +2,7 @@
 # ESM-2 reads the TCRbeta chain when its weights can be had (otherwise its result says why
 # not); SCEPTR, whose weights ship in its wheel, reads the paired receptor; the scan hides
 # every CDR3 position in turn with every available model.
+# tcrformer.chapters.plm: settings, compute.plm_{esm2,sceptr,scan,values}, figure_data.
 
 
 include: "plm_common.smk"
@@ -11,15 +12,16 @@ rule plm_esm2:
     input:
         weights=esm2_weights,
     output:
-        result("plm", "esm2.json"),
+        esm2=result("plm", "esm2.json"),
     log:
         log_for("plm_esm2"),
     benchmark:
         benchmark_for("plm_esm2")
     conda:
         "../../envs/plm.yaml"
+    threads: TORCH_THREADS
     params:
-        cfg=config["plm"],
+        config=params_of("plm", "numerics"),
     script:
         "../scripts/plm_esm2.py"
 
@@ -29,15 +31,16 @@ register(rules.plm_esm2)
 
 rule plm_sceptr:
     output:
-        result("plm", "sceptr.json"),
+        sceptr=result("plm", "sceptr.json"),
     log:
         log_for("plm_sceptr"),
     benchmark:
         benchmark_for("plm_sceptr")
     conda:
         "../../envs/plm.yaml"
+    threads: TORCH_THREADS
     params:
-        cfg=config["plm"],
+        config=params_of("plm", "numerics"),
     script:
         "../scripts/plm_sceptr.py"
 
@@ -47,7 +50,7 @@ register(rules.plm_sceptr)
 
 rule plm_scan:
     input:
-        esm2=rules.plm_esm2.output[0],
+        esm2=rules.plm_esm2.output.esm2,
         weights=esm2_weights,
     output:
         table=result("plm", "scan.csv"),
@@ -58,8 +61,9 @@ rule plm_scan:
         benchmark_for("plm_scan")
     conda:
         "../../envs/plm.yaml"
+    threads: TORCH_THREADS
     params:
-        cfg=config["plm"],
+        config=params_of("plm", "numerics"),
     script:
         "../scripts/plm_scan.py"
 
@@ -69,11 +73,11 @@ register(rules.plm_scan)
 
 rule plm_values:
     input:
-        esm2=rules.plm_esm2.output[0],
-        sceptr=rules.plm_sceptr.output[0],
+        esm2=rules.plm_esm2.output.esm2,
+        sceptr=rules.plm_sceptr.output.sceptr,
         summary=rules.plm_scan.output.summary,
     output:
-        result("plm", "values.json"),
+        values=result("plm", "values.json"),
     log:
         log_for("plm_values"),
     conda:

@@ -1,28 +1,29 @@
 # Chapter reversal (seed section 10.9): train the study-notes encoder-decoder to reverse
 # random amino-acid strings, then test it on held-out strings and on the CDR3.
-# results/<run>/reversal/ holds the recipe `reversal.recipe` names (the paper's by default);
-# results/<run>/speedrun/ the time-to-accuracy recipe (target `speedrun`, not part of `all`).
-# Checkpoints go to <folder>/checkpoints/, which no rule declares: Snakemake never deletes
-# them, so a killed training resumes where it stopped.
+# A recipe's name is its folder and the prefix of its keys: results/<run>/reversal/ holds
+# the paper's recipe (`reversal:` keys), results/<run>/speedrun/ the time-to-accuracy
+# recipe (target `speedrun`, not part of `all`). Checkpoints go to <folder>/checkpoints/,
+# which no rule declares: Snakemake never deletes them, so a killed training resumes.
+# tcrformer.chapters.reversal: settings, compute.{train,evaluate}_reversal, figure_data.
 
 
 include: "reversal_common.smk"
 
 
 wildcard_constraints:
-    recipe_dir="reversal|speedrun",
+    recipe="reversal|speedrun",
 
 
 rule train_reversal:
     output:
-        model=result("{recipe_dir}", "model.safetensors"),
-        losses=result("{recipe_dir}", "losses.csv"),
-        timing=result("{recipe_dir}", "training_time.json"),
-        numerics=result("{recipe_dir}", "numerics.json"),
+        model=result("{recipe}", "model.safetensors"),
+        losses=result("{recipe}", "losses.csv"),
+        timing=result("{recipe}", "training_time.json"),
+        numerics=result("{recipe}", "numerics.json"),
     log:
-        log_for("train_reversal_{recipe_dir}"),
+        log_for("train_reversal_{recipe}"),
     benchmark:
-        benchmark_for("train_reversal_{recipe_dir}")
+        benchmark_for("train_reversal_{recipe}")
     conda:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
@@ -30,9 +31,9 @@ rule train_reversal:
         gpu=0,
         mem_mb=2000,
     params:
-        recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
-        training=lambda wc: REVERSAL_RECIPES[wc.recipe_dir].training_params(),
-        checkpoints=lambda wc: result(wc.recipe_dir, "checkpoints"),
+        recipe=lambda wc: REVERSAL[wc.recipe].training_params(),
+        checkpoints=lambda wc: result(wc.recipe, "checkpoints"),
+        numerics=NUMERICS,
     script:
         "../scripts/train_reversal.py"
 
@@ -42,42 +43,42 @@ rule evaluate_reversal:
         model=rules.train_reversal.output.model,
         losses=rules.train_reversal.output.losses,
     output:
-        values=result("{recipe_dir}", "values.json"),
-        attention=result("{recipe_dir}", "cross_attention.npy"),
-        cdr3=result("{recipe_dir}", "cdr3_decoded.txt"),
+        values=result("{recipe}", "values.json"),
+        attention=result("{recipe}", "cross_attention.npy"),
+        cdr3=result("{recipe}", "cdr3_decoded.txt"),
+        figure_data=result("{recipe}", "figure_data.json"),
     log:
-        log_for("evaluate_reversal_{recipe_dir}"),
+        log_for("evaluate_reversal_{recipe}"),
     benchmark:
-        benchmark_for("evaluate_reversal_{recipe_dir}")
+        benchmark_for("evaluate_reversal_{recipe}")
     conda:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
     resources:
         mem_mb=2000,
     params:
-        recipe=lambda wc: RECIPE_OF[wc.recipe_dir],
-        prefix=lambda wc: wc.recipe_dir,
-        evaluation=lambda wc: REVERSAL_RECIPES[wc.recipe_dir].evaluation_params(),
+        recipe=lambda wc: REVERSAL[wc.recipe].params(),
+        numerics=NUMERICS,
     script:
         "../scripts/evaluate_reversal.py"
 
 
 # The manifest lists the chapter's files; the speedrun stays out of `all`.
-register(rules.train_reversal, recipe_dir="reversal")
-register(rules.evaluate_reversal, recipe_dir="reversal")
+register(rules.train_reversal, recipe="reversal")
+register(rules.evaluate_reversal, recipe="reversal")
 
 
 rule reversal:
     """Target: train and evaluate the reversal chapter's recipe, and its golden check."""
     input:
-        expand(rules.evaluate_reversal.output, recipe_dir="reversal"),
+        expand(rules.evaluate_reversal.output, recipe="reversal"),
         result("reversal", "golden.ok"),
 
 
 rule speedrun:
     """Target: the time-to-accuracy recipe (keys speedrun.*; its time in training_time.json)."""
     input:
-        expand(rules.evaluate_reversal.output, recipe_dir="speedrun"),
+        expand(rules.evaluate_reversal.output, recipe="speedrun"),
 
 
 rule bench:

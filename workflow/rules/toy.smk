@@ -1,4 +1,5 @@
-# Chapter 1 (seed sections 1-6 and 8): the hand-built NumPy Transformer reading one CDR3.
+# Chapter toy (seed sections 1-6 and 8): the hand-built NumPy Transformer reading one CDR3.
+# tcrformer.chapters.toy: settings, compute.toy_values, figure_data.
 
 
 rule toy_values:
@@ -13,14 +14,16 @@ rule toy_values:
         scaling_raw_scores=result("toy", "scaling_raw_scores.npy"),
         scaling_weights_unscaled=result("toy", "scaling_weights_unscaled.npy"),
         scaling_weights_scaled=result("toy", "scaling_weights_scaled.npy"),
+        figure_data=result("toy", "figure_data.json"),
     log:
         log_for("toy_values"),
     benchmark:
         benchmark_for("toy_values")
     conda:
         "../../envs/torch.yaml"
+    threads: TORCH_THREADS
     params:
-        cfg=config["toy"],
+        config=params_of("toy", "numerics"),
     script:
         "../scripts/toy_values.py"
 

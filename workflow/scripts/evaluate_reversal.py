@@ -1,34 +1,26 @@
-"""Rule evaluate_reversal: held-out exact reversals, the CDR3, its cross-attention map."""
+"""Rule evaluate_reversal: tcrformer.chapters.reversal.compute.evaluate_reversal."""
 
 import logging
 
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    from tcrformer.io import write_json, write_npy, write_text
-    from tcrformer.reversal.evaluate import evaluate_recipe
-    from tcrformer.reversal.model import load_model
-    from tcrformer.reversal.recipe import recipe_from_config
-    from tcrformer.reversal.values import chapter_values, read_losses
+    from tcrformer.chapters.reversal.compute import evaluate_reversal
+    from tcrformer.chapters.reversal.settings import Recipe
 
-    recipe = recipe_from_config(smk.config["reversal"], smk.params.recipe)
-    model, _ = load_model(smk.input.model, recipe.impl)
-    losses = read_losses(smk.input.losses, recipe.steps)
-    evaluation = evaluate_recipe(model, recipe)
-    write_npy(smk.output.attention, evaluation.cross_attention)
-    write_text(smk.output.cdr3, f"{evaluation.cdr3_input}\n{evaluation.cdr3_output}\n")
-    write_json(smk.output.values, chapter_values(recipe, losses, evaluation, smk.params.prefix))
+    recipe = Recipe(**smk.params.recipe)
+    results = evaluate_reversal(recipe, smk.input.model, smk.input.losses)
+    write_named(smk.output, results)
+    values, prefix = results["values"], recipe.name
     logging.getLogger("tcrformer").info(
-        "%s: %d/%d held-out strings reversed exactly; %s -> %s; anti-diagonal %.3f",
-        smk.params.prefix,
-        evaluation.heldout_exact,
-        evaluation.heldout_n,
-        evaluation.cdr3_input,
-        evaluation.cdr3_output,
-        evaluation.antidiagonal_mean,
-    )
+        "%s: %d/%d held-out strings reversed exactly; %s; anti-diagonal %.3f",
+        prefix, values[f"{prefix}.heldout_exact"], recipe.eval_n,
+        results["cdr3"].replace("\n", " -> ", 1).strip(),
+        values[f"{prefix}.cross_attention_antidiagonal_mean"],
+    )  # fmt: skip
 
 
 run(main, snakemake)

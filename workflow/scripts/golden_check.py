@@ -1,8 +1,8 @@
 """Rules golden_check(_chapter): compare values.json with the golden file, write the report."""
 
-from tcrformer import golden
-from tcrformer.io import read_json, write_json, write_text
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core import golden
+from tcrformer.core.io import read_json, write_json, write_text
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):

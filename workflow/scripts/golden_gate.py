@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from tcrformer.io import read_json, write_text
-from tcrformer.runner import UserError, run
+from tcrformer.core.io import read_json, write_text
+from tcrformer.core.runner import UserError, run
 
 
 def main(smk):

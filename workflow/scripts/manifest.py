@@ -1,8 +1,8 @@
 """Rule manifest: versions, git state, config digest, numerics and every file's sha256."""
 
-from tcrformer import manifest
-from tcrformer.io import read_json, write_json
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core import manifest
+from tcrformer.core.io import read_json, write_json
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):

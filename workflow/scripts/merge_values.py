@@ -1,7 +1,7 @@
 """Rule merge_values: the chapters' values.json merged into one flat results/<run>/values.json."""
 
-from tcrformer.io import read_json, write_json
-from tcrformer.runner import UserError, run
+from tcrformer.core.io import read_json, write_json
+from tcrformer.core.runner import UserError, run
 
 
 def main(smk):

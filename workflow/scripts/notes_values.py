@@ -1,25 +1,21 @@
-"""Rule notes_values: the study-notes chapter's values, PE table and parameter breakdown."""
+"""Rule notes_values: tcrformer.chapters.notes.compute.notes_values."""
 
 import logging
 
-from tcrformer.io import write_csv, write_json, write_npy, write_text
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    from tcrformer import counting, notes
+    from tcrformer.chapters.notes.compute import notes_values
+    from tcrformer.chapters.notes.settings import Settings
 
-    cfg = smk.params.cfg
-    breakdown = counting.breakdown_table(notes.dims_of(cfg))
-    write_npy(smk.output.pe_table, notes.pe_table(cfg))
-    write_csv(smk.output.breakdown_csv, breakdown)
-    write_text(smk.output.breakdown_md, counting.breakdown_markdown(breakdown))
-    values = notes.chapter_values(cfg)  # raises if a formula disagrees with the modules
-    write_json(smk.output.values, values)
+    results = notes_values(Settings.from_config(smk.params.config))  # raises if counts disagree
+    write_named(smk.output, results)
     logging.getLogger("tcrformer").info(
         "notes: %d values; %s parameters, formulas and modules agree",
-        len(values), f"{values['params.total']:,}",
+        len(results["values"]), f"{results['values']['params.total']:,}",
     )  # fmt: skip
 
 

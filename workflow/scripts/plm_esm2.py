@@ -1,13 +1,15 @@
-"""Rule plm_esm2: ESM-2's guesses at the configured CDR3 positions, or why it is unavailable."""
+"""Rule plm_esm2: tcrformer.chapters.plm.compute.plm_esm2."""
 
-from tcrformer.io import write_json
-from tcrformer.plm import chapter, settings
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    write_json(smk.output[0], chapter.esm2_result(settings.from_config(smk.params.cfg)))
+    from tcrformer.chapters.plm.compute import plm_esm2
+    from tcrformer.chapters.plm.settings import Settings
+
+    write_named(smk.output, plm_esm2(Settings.from_config(smk.params.config)))
 
 
 run(main, snakemake)

@@ -1,16 +1,16 @@
-"""Rule plm_scan: every CDR3 position hidden in turn with every available model."""
+"""Rule plm_scan: tcrformer.chapters.plm.compute.plm_scan."""
 
-from tcrformer.io import read_json, write_csv, write_json
-from tcrformer.plm import chapter, settings
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import read_json, write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    esm2_available = read_json(smk.input.esm2)["available"]
-    table, summary = chapter.scan_result(settings.from_config(smk.params.cfg), esm2_available)
-    write_csv(smk.output.table, table)
-    write_json(smk.output.summary, summary)
+    from tcrformer.chapters.plm.compute import plm_scan
+    from tcrformer.chapters.plm.settings import Settings
+
+    settings = Settings.from_config(smk.params.config)
+    write_named(smk.output, plm_scan(settings, read_json(smk.input.esm2)))
 
 
 run(main, snakemake)

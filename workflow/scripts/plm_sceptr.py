@@ -1,13 +1,15 @@
-"""Rule plm_sceptr: SCEPTR's guesses at the configured CDR3beta positions of the receptor."""
+"""Rule plm_sceptr: tcrformer.chapters.plm.compute.plm_sceptr."""
 
-from tcrformer.io import write_json
-from tcrformer.plm import chapter, settings
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    write_json(smk.output[0], chapter.sceptr_result(settings.from_config(smk.params.cfg)))
+    from tcrformer.chapters.plm.compute import plm_sceptr
+    from tcrformer.chapters.plm.settings import Settings
+
+    write_named(smk.output, plm_sceptr(Settings.from_config(smk.params.config)))
 
 
 run(main, snakemake)

@@ -1,8 +1,8 @@
 """Rule timings: the seeds' wall-clock values (report-only) beside this run's."""
 
-from tcrformer import golden
-from tcrformer.io import read_json, write_json, write_text
-from tcrformer.runner import run
+from tcrformer.core import golden
+from tcrformer.core.io import read_json, write_json, write_text
+from tcrformer.core.runner import run
 
 
 def main(smk):

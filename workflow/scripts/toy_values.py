@@ -1,16 +1,15 @@
-"""Rule toy_values: the toy chapter's values and arrays (see tcrformer.toy)."""
+"""Rule toy_values: tcrformer.chapters.toy.compute.toy_values."""
 
-from tcrformer import toy
-from tcrformer.io import write_json, write_npy
-from tcrformer.runner import run, torch_numerics
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
     torch_numerics(smk)
-    values, arrays = toy.compute(smk.params.cfg)
-    for name, array in arrays.items():
-        write_npy(smk.output[name], array)
-    write_json(smk.output.values, values)
+    from tcrformer.chapters.toy.compute import toy_values
+    from tcrformer.chapters.toy.settings import Settings
+
+    write_named(smk.output, toy_values(Settings.from_config(smk.params.config)))
 
 
 run(main, snakemake)

@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from . import style
-from .reversal import LOSS_COLOUR
+from tcrformer.plotting import style
+from tcrformer.plotting.reversal import LOSS_COLOUR
 
 
 def _draw_loss_bands(ax: Axes, bands: pd.DataFrame, published: Mapping[int, float]) -> None:
@@ -45,18 +45,12 @@ def _draw_heldout(ax: Axes, exact: np.ndarray, eval_n: int, published: float | N
     ax.legend(loc="upper left")
 
 
-def draw_ensemble(
-    bands: pd.DataFrame,
-    exact: np.ndarray,
-    eval_n: int,
-    published_losses: Mapping[int, float],
-    published_exact: float | None,
-    recipe: str,
-) -> Figure:
+def figS3_seed_ensemble(data) -> Figure:
     """Left: loss median, 5-95 % and min-max over seeds. Right: held-out exact per seed."""
     fig = style.new_figure(12.5, 4.8)
     loss_ax, exact_ax = fig.subplots(1, 2, width_ratios=(1.4, 1))
-    _draw_loss_bands(loss_ax, bands, published_losses)
-    _draw_heldout(exact_ax, np.asarray(exact), eval_n, published_exact)
-    fig.suptitle(f"The {recipe} recipe over {np.asarray(exact).size} seeds")
+    _draw_loss_bands(loss_ax, data.loss_bands, data.published_losses)
+    exact = data.heldout_exact
+    _draw_heldout(exact_ax, exact, data.eval_n, data.published_exact)
+    fig.suptitle(f"The {data.recipe} recipe over {exact.size} seeds")
     return fig

@@ -11,7 +11,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
-from . import style
+from tcrformer.plotting import style
 
 WAVE_COLOURS = ("#1f77b4", "#e07b24", "#2e9e6b", "#8e44ad")
 
@@ -184,3 +184,18 @@ def draw_teacher_forcing(masks: Mapping) -> Figure:
     bottom.legend(handles=legend, loc="outside lower center", ncols=2)
     fig.suptitle(f"Fig. 12  Teacher forcing and masks for the CDR3β {masks['sequence']}")
     return fig
+
+
+# The figures of the table (tcrformer.figures): the chapter's figure data in, a Figure out.
+
+
+def fig09_positional_encoding(data, wave_dims: Sequence[int]) -> Figure:
+    return draw_positional_encoding(data.pe_table, wave_dims)
+
+
+def figS2_param_breakdown(data) -> Figure:
+    return draw_param_breakdown(data.breakdown)
+
+
+def fig12_teacher_forcing(data) -> Figure:
+    return draw_teacher_forcing(data.teacher_forcing)

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from . import style
+from tcrformer.plotting import style
 
 TOP_K = 6
 MASK = "·"
@@ -99,12 +99,6 @@ def draw_masked_guesses(esm2: Mapping, sceptr: Mapping, cdr3: str = "") -> Figur
     return fig
 
 
-def cdr3_of(scan: pd.DataFrame) -> str:
-    """The CDR3 read back from the scan table (one row per position and model)."""
-    first = scan[scan["model"] == scan["model"].iloc[0]].sort_values("position")
-    return "".join(first["true_residue"])
-
-
 def _draw_scan(ax: Axes, rows: pd.DataFrame, summary: Mapping, title: str) -> None:
     rows = rows.sort_values("position")
     cdr3 = "".join(rows["true_residue"])
@@ -151,3 +145,15 @@ def draw_cdr3_scan(
 
 def model_details(esm2: Mapping, sceptr: Mapping) -> dict[str, str]:
     return {"esm2": esm2.get("model", ""), "sceptr": sceptr.get("variant", "")}
+
+
+# The figures of the table (tcrformer.figures): the chapter's figure data in, a Figure out.
+
+
+def fig07_masked_guesses(data) -> Figure:
+    return draw_masked_guesses(data.esm2, data.sceptr, data.cdr3)
+
+
+def fig07_cdr3_scan(data) -> Figure:
+    details = model_details(data.esm2, data.sceptr)
+    return draw_cdr3_scan(data.scan, data.scan_summary, details)

@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from . import style
+from tcrformer.plotting import style
 
 LOSS_COLOUR = "#3b7dd8"
 EOS = "<eos>"
-
-
-@dataclass(frozen=True)
-class Training:
-    """What Fig. 13 reads from a recipe's values.json (keys `<prefix>.<name>`)."""
-
-    floor: float
-    report_losses: dict[int, float]
-    antidiagonal_mean: float | None
-
-
-def training_values(values: Mapping, prefix: str) -> Training:
-    pattern = re.compile(rf"^{re.escape(prefix)}\.loss_step(\d+)$")
-    report = {int(m[1]): float(v) for k, v in values.items() if (m := pattern.match(k))}
-    return Training(
-        floor=float(values.get(f"{prefix}.label_smoothing_floor", 0.0)),
-        report_losses=dict(sorted(report.items())),
-        antidiagonal_mean=values.get(f"{prefix}.cross_attention_antidiagonal_mean"),
-    )
 
 
 def written_tokens(output: str, rows: int) -> list[str]:
@@ -42,7 +21,7 @@ def written_tokens(output: str, rows: int) -> list[str]:
     return tokens + [EOS] * (rows - len(tokens))
 
 
-def _draw_loss(ax: Axes, losses: pd.DataFrame, training: Training) -> None:
+def _draw_loss(ax: Axes, losses: pd.DataFrame, report: Mapping[int, float], floor: float) -> None:
     ax.plot(
         losses["step"],
         losses["loss"],
@@ -51,10 +30,10 @@ def _draw_loss(ax: Axes, losses: pd.DataFrame, training: Training) -> None:
         alpha=0.9,
         label="training loss (one batch per step)",
     )
-    if training.report_losses:
-        steps, reported = zip(*training.report_losses.items(), strict=True)
+    if report:
+        steps, reported = zip(*report.items(), strict=True)
         ax.plot(steps, reported, "o", color="black", ms=4, label="values reported")
-        for step, loss in training.report_losses.items():
+        for step, loss in report.items():
             ax.annotate(
                 f"{loss:.3f}",
                 (step, loss),
@@ -64,11 +43,11 @@ def _draw_loss(ax: Axes, losses: pd.DataFrame, training: Training) -> None:
                 fontsize=7,
             )
     ax.axhline(
-        training.floor,
+        floor,
         color=style.HIGHLIGHT,
         ls="--",
         lw=1.2,
-        label=f"label-smoothing floor {training.floor:.3f}",
+        label=f"label-smoothing floor {floor:.3f}",
     )
     ax.set_xlim(0, losses["step"].max())
     ax.set_ylim(0, None)
@@ -90,30 +69,18 @@ def _draw_cross_attention(
     style.colorbar(fig, image, ax, "attention weight (fraction)")
 
 
-def draw_training(
-    losses: pd.DataFrame,
-    training: Training,
-    cross_attention: np.ndarray,
-    source: str,
-    output: str,
-    layer: int,
-) -> Figure:
+def fig13_training(data) -> Figure:
     """Fig. 13: the loss with its floor (left); cross-attention, mean over heads (right).
 
-    `cross_attention` is (heads, rows written, source length) from the evaluation.
+    `data.attention` is (heads, rows written, source length) from the evaluation.
     """
     fig = style.new_figure(12.5, 5.0)
     loss_ax, attention_ax = fig.subplots(1, 2, width_ratios=(1.15, 1))
-    _draw_loss(loss_ax, losses, training)
-    title = f"cross-attention, decoder layer {layer}, mean of {cross_attention.shape[0]} heads"
-    if training.antidiagonal_mean is not None:
-        title += f"\n{training.antidiagonal_mean:.0%} on the mirror residue, on average"
-    _draw_cross_attention(fig, attention_ax, cross_attention.mean(axis=0), source, output, title)
-    fig.suptitle(f"Fig. 13  Learning to write {source} backwards: {output}")
+    _draw_loss(loss_ax, data.losses, data.report_losses, data.floor)
+    heads = data.attention.shape[0]
+    title = f"cross-attention, decoder layer {data.layer}, mean of {heads} heads"
+    title += f"\n{data.antidiagonal_mean:.0%} on the mirror residue, on average"
+    mean = data.attention.mean(axis=0)
+    _draw_cross_attention(fig, attention_ax, mean, data.source, data.output, title)
+    fig.suptitle(f"Fig. 13  Learning to write {data.source} backwards: {data.output}")
     return fig
-
-
-def read_decoded(text: str) -> tuple[str, str]:
-    """(input, output) from cdr3_decoded.txt: the CDR3 on line 1, what the model wrote on 2."""
-    lines: Sequence[str] = text.splitlines()
-    return lines[0].strip(), lines[1].strip() if len(lines) > 1 else ""

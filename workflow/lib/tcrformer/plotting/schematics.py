@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
-from . import style
+from tcrformer.plotting import style
 
 ATTENTION = "#f6d7a7"
 FFN = "#bfe3c6"
@@ -291,3 +291,26 @@ def draw_multihead_split(d_model: int, n_heads: int) -> Figure:
         ax.text(x, 4.7, f"head {h + 1}\n{d_k}", ha="center", va="center", fontsize=7)
     ax.set_title(f"Fig. 10  {n_heads} heads of {d_k} dimensions from one {d_model}-wide projection")
     return fig
+
+
+# The figures of the table (tcrformer.figures): they read no results, only the config's sizes.
+
+
+def fig05_pre_ln_block(data=None) -> Figure:
+    return draw_pre_ln_block()
+
+
+def fig06_encoder_decoder(data, cdr3: str, peptide: str, focus: int) -> Figure:
+    return draw_encoder_decoder(cdr3, peptide, focus)
+
+
+def fig08_transformer(data, n_layers: int, d_model: int) -> Figure:
+    return draw_transformer(n_layers, d_model)
+
+
+def fig10_multihead_split(data, d_model: int, n_heads: int) -> Figure:
+    return draw_multihead_split(d_model, n_heads)
+
+
+def fig11_post_pre_ln(data=None) -> Figure:
+    return draw_post_pre_ln()

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.cm import ScalarMappable  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ..io import atomic_path  # noqa: E402
+from tcrformer.core.io import atomic_path  # noqa: E402
 
 DPI = 150
 SVG_HASH_SALT = "tcrformer"
@@ -128,17 +128,6 @@ def colorbar(fig: Figure, mappable: ScalarMappable, ax: Axes | Sequence[Axes], l
 def new_figure(width: float, height: float) -> Figure:
     """A figure of width x height inches with constrained layout (no pyplot state)."""
     return Figure(figsize=(width, height), layout="constrained")
-
-
-def class_legend(ax: Axes, sequence: str, loc: str = "upper right") -> None:
-    """A legend of the residue classes present in the sequence, in a fixed order."""
-    from matplotlib.patches import Patch
-
-    present = {residue_class(r) for r in sequence}
-    handles = [
-        Patch(color=CLASS_COLOURS[name], label=name) for name in RESIDUE_CLASSES if name in present
-    ]
-    ax.legend(handles=handles, loc=loc, title="residue class", title_fontsize=8)
 
 
 def save(fig: Figure, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:

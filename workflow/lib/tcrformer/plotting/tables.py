@@ -10,6 +10,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tcrformer.core.text import short
+
 STATUS_COLOURS = {"PASS": "#d8f0dd", "FAIL": "#f8d7d3", "SKIPPED": "#fdf0c8", "REPORT": "#e3e9f2"}
 
 CSS = """
@@ -21,19 +23,6 @@ th { background: #f0f0f0; }
 td.num, th.num { text-align: right; }
 code { font-size: 12px; }
 """
-
-
-def short(value: Any, limit: int = 60) -> str:
-    """A value as one short line: numbers to 4 significant digits, long lists cut."""
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        text = f"{value:.6g}"
-    elif isinstance(value, list):
-        text = "[" + ", ".join(short(v, limit) for v in value) + "]"
-    else:
-        text = str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _cell(text: Any, cls: str = "", style: str = "") -> str:
@@ -61,8 +50,8 @@ def _golden_row(row: Mapping) -> str:
         + "".join(
             [
                 _cell(row["key"]),
-                _cell(short(row["seed_value"])),
-                _cell(short(row["value"])),
+                _cell(short(row["seed_value"], 60)),
+                _cell(short(row["value"], 60)),
                 _cell(row["tolerance"]),
                 _cell(status, style=f"background:{STATUS_COLOURS.get(status, '#fff')}"),
                 _cell(row.get("reason", "")),

@@ -8,19 +8,13 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from . import style
+from tcrformer.models.chemistry import CHEMISTRY_FEATURES
+from tcrformer.plotting import style
 
-CHEMISTRY = ("hydropathy", "charge", "polar", "aromatic")
 
-
-def input_columns(width: int) -> list[str]:
-    """Column names of the toy input: 4 chemistry numbers, then sin/cos pairs, fast to slow."""
-    n_pairs = (width - len(CHEMISTRY)) // 2
-    names = list(CHEMISTRY)
-    for i in range(n_pairs):
-        clock = "fast" if i == 0 else "slow" if i == n_pairs - 1 else f"mid {i}"
-        names += [f"sin {clock}", f"cos {clock}"]
-    return names
+def column_label(name: str) -> str:
+    """A column name of X as an axis label: the position clocks' 'pos_' prefix dropped."""
+    return name.removeprefix("pos_").replace("_", " ").replace("mid", "mid ")
 
 
 def _annotate_cells(ax: Axes, values: np.ndarray, fmt: str = "{:.2f}", limit: float = 0.6):
@@ -52,15 +46,15 @@ def _block_bracket(ax: Axes, start: int, stop: int, text: str) -> None:
     )
 
 
-def draw_toy_input(x: np.ndarray, sequence: str) -> Figure:
+def draw_toy_input(x: np.ndarray, sequence: str, columns: Sequence[str]) -> Figure:
     """Fig. 1: the n x 8 input as an annotated heatmap, chemistry and position blocks marked."""
     fig = style.new_figure(7.0, 0.38 * len(sequence) + 1.9)
     ax = fig.add_subplot()
     image = ax.imshow(x, cmap=style.DIVERGING_CMAP, vmin=-1, vmax=1, aspect="auto")
     _annotate_cells(ax, x)
-    ax.set_xticks(range(x.shape[1]), input_columns(x.shape[1]), rotation=30, ha="right")
+    ax.set_xticks(range(x.shape[1]), [column_label(c) for c in columns], rotation=30, ha="right")
     style.label_residues(ax, sequence, axis="y")
-    n_chem = len(CHEMISTRY)
+    n_chem = len(CHEMISTRY_FEATURES)
     ax.axvline(n_chem - 0.5, color="black", lw=1.5)
     _block_bracket(ax, 0, n_chem, "chemistry (what the residue is)")
     _block_bracket(ax, n_chem, x.shape[1], "position (where it sits)")
@@ -218,3 +212,33 @@ def draw_scaling(raw: np.ndarray, unscaled: np.ndarray, scaled: np.ndarray, d_k:
         ax.set_ylabel("random query")
     fig.suptitle(f"Why divide by √d_k: {raw.shape[1]} random keys of {d_k} numbers each")
     return fig
+
+
+# The figures of the table (tcrformer.figures): the chapter's figure data in, a Figure out.
+
+
+def fig01_toy_input(data) -> Figure:
+    return draw_toy_input(data.X, data.sequence, data.columns)
+
+
+def fig02_head_plane(data) -> Figure:
+    return draw_head_plane(
+        data.head1_queries, data.head1_keys, data.sequence, data.focus_position,
+        data.head1_dimensions,
+    )  # fmt: skip
+
+
+def fig03_attention_row(data) -> Figure:
+    weights = data.attention_weights[0]
+    return draw_attention_row(weights, data.sequence, data.focus_position, data.partner_position)
+
+
+def fig04_heads(data) -> Figure:
+    return draw_heads(data.attention_weights, data.sequence, data.head_names)
+
+
+def figS1_sqrt_dk_scaling(data) -> Figure:
+    return draw_scaling(
+        data.scaling_raw_scores, data.scaling_weights_unscaled, data.scaling_weights_scaled,
+        data.scaling_d_k,
+    )  # fmt: skip

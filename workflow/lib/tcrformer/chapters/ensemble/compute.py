@@ -1,0 +1,119 @@
+"""Chapter ensemble's rules, each returning its outputs by name.
+
+train_ensemble     one group of seeds: alone, exactly the single run of that seed;
+                   several, one batched computation (batched.py)
+evaluate_ensemble  one seed, evaluated exactly as the single run is
+ensemble_summary   every stochastic value as a distribution over seeds, the seed
+                   document's value placed in it, the loss bands, the golden bands
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from tcrformer.chapters.ensemble import distributions
+from tcrformer.core.io import ResultFileError
+from tcrformer.core.numerics import one_line
+
+
+def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
+    """The chapter's values for one seed, plus whether its CDR3 came back reversed."""
+    from tcrformer.chapters.reversal.values import chapter_values
+
+    values = chapter_values(recipe, losses, evaluation)
+    values[f"{recipe.name}.cdr3_correct"] = int(
+        evaluation.cdr3_output == evaluation.cdr3_input[::-1]
+    )
+    return values
+
+
+def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
+    """One group: the recipe once per seed (`recipes` differ in their seed alone)."""
+    from tcrformer.chapters.ensemble.batched import train_batched
+    from tcrformer.chapters.reversal.model import save_models
+    from tcrformer.chapters.reversal.train import discard_checkpoints, train
+    from tcrformer.chapters.reversal.values import losses_frame
+
+    seeds = [recipe.seed for recipe in recipes]
+    if len(seeds) == 1:
+        trained = [train(recipes[0], checkpoint_dir=checkpoints)]
+        discard_checkpoints(checkpoints, recipes[0])
+    else:
+        trained = train_batched(recipes[0], seeds)
+    models = {seed: t.model for seed, t in zip(seeds, trained, strict=True)}
+    frames = [losses_frame(t.losses.numpy(), seed) for seed, t in zip(seeds, trained, strict=True)]
+    return {
+        "models": lambda path: save_models(path, models, recipes[0].architecture()),
+        "losses": pd.concat(frames, ignore_index=True),
+        "numerics": numerics,
+        "timing": {**trained[0].timing, "seeds": seeds},
+    }
+
+
+def evaluate_ensemble(recipe, models: str, losses: str) -> dict[str, Any]:
+    """One seed (the recipe's), evaluated exactly as the single run is."""
+    from tcrformer.chapters.reversal.evaluate import evaluate_recipe
+    from tcrformer.chapters.reversal.model import load_seed_model
+
+    seed = recipe.seed
+    model = load_seed_model(models, seed, recipe.impl)
+    frame = pd.read_csv(losses)
+    frame = frame[frame["seed"] == seed][["step", "loss"]].reset_index(drop=True)
+    if len(frame) != recipe.steps:
+        raise ResultFileError(f"{losses}: expected {recipe.steps} steps of seed {seed}")
+    return {"values": seed_values(recipe, frame, evaluate_recipe(model, recipe))}
+
+
+def ensemble_summary(
+    recipe_name: str,
+    per_seed: Mapping[int, Mapping[str, Any]],
+    losses: pd.DataFrame,
+    golden: Mapping[str, Any],
+    numerics: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    cdr3: str,
+    eval_n: int,
+) -> dict[str, Any]:
+    """`golden` holds the seed document's values of the recipe's chapter ({} when the
+    run's inputs differ from the seed's); `provenance` what the bands record about the run."""
+    seeds = distributions.seeds_frame(per_seed)
+    keys = [c for c in seeds.columns if c != "seed"]
+    published = distributions.published_values(golden, recipe_name, cdr3, keys)
+    table = distributions.summary_table(seeds, published)
+    title = f"Ensemble: the {recipe_name} recipe over {len(seeds)} seeds"
+    bands = distributions.golden_bands(
+        seeds,
+        published,
+        {
+            "n": len(seeds),
+            "seeds": [int(s) for s in seeds["seed"]],
+            "recipe": recipe_name,
+            **provenance,
+            "numerics": one_line(numerics),
+            "date": datetime.date.today().isoformat(),
+            "band": "[min, max] of the ensemble",
+        },
+    )
+    exact = published.get(f"{recipe_name}.heldout_exact")
+    return {
+        "seeds": seeds,
+        "table": table,
+        "md": distributions.summary_markdown(table, title),
+        "loss_bands": distributions.loss_bands(losses),
+        "bands": yaml.safe_dump(bands, sort_keys=False, allow_unicode=True),
+        "figure_data": {
+            "recipe": recipe_name,
+            "eval_n": eval_n,
+            "published_losses": {
+                str(step): loss
+                for step, loss in distributions.published_losses(table, recipe_name).items()
+            },
+            "published_exact": exact,
+        },
+    }

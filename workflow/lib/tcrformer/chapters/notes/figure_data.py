@@ -1,0 +1,37 @@
+"""What the notes chapter's figures draw (Figs. 9, 12 and S2), written by notes_values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tcrformer.core.io import ResultFileError, read_json, read_npy
+
+FILES = {
+    "figure_data": "figure_data.json",
+    "pe_table": "pe_table.npy",
+    "breakdown_csv": "param_breakdown.csv",
+}
+
+
+@dataclass(frozen=True)
+class NotesFigures:
+    pe_table: np.ndarray  # (positions, d_model)
+    breakdown: pd.DataFrame  # part, formula, count, share
+    teacher_forcing: dict[str, Any]  # decoder input, target and masks of Fig. 12
+
+
+def read(paths: Mapping[str, str]) -> NotesFigures:
+    try:
+        breakdown = pd.read_csv(paths["breakdown_csv"])
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ResultFileError(f"{paths['breakdown_csv']}: not a readable CSV ({err})") from None
+    return NotesFigures(
+        pe_table=read_npy(paths["pe_table"]),
+        breakdown=breakdown,
+        teacher_forcing=read_json(paths["figure_data"]),
+    )

@@ -1,0 +1,43 @@
+"""Chapter reversal's rules, each returning its outputs by name.
+
+train_reversal      train one recipe (resuming from its checkpoint), its weights and losses
+evaluate_reversal   held-out exact reversals, the CDR3, its cross-attention, Fig. 13's data
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tcrformer.chapters.reversal import figure_data
+from tcrformer.chapters.reversal.evaluate import evaluate_recipe
+from tcrformer.chapters.reversal.model import load_model, save_model
+from tcrformer.chapters.reversal.settings import Recipe
+from tcrformer.chapters.reversal.train import discard_checkpoints, train
+from tcrformer.chapters.reversal.values import chapter_values, losses_frame, read_losses
+
+
+def train_reversal(recipe: Recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
+    """Train `recipe`; a run killed before the end resumes from its last checkpoint."""
+    trained = train(recipe, checkpoint_dir=checkpoints)
+    discard_checkpoints(checkpoints, recipe)
+    return {
+        "model": lambda path: save_model(path, trained.model, recipe.architecture()),
+        "losses": losses_frame(trained.losses.numpy()),
+        "numerics": numerics,
+        "timing": {**trained.timing, "recipe": recipe.name, "fingerprint": recipe.fingerprint()},
+    }
+
+
+def evaluate_reversal(recipe: Recipe, model_path: str, losses_path: str) -> dict[str, Any]:
+    """The trained model on held-out strings and on the CDR3."""
+    model, _ = load_model(model_path, recipe.impl)
+    losses = read_losses(losses_path, recipe.steps)
+    evaluation = evaluate_recipe(model, recipe)
+    values = chapter_values(recipe, losses, evaluation)
+    return {
+        "values": values,
+        "attention": evaluation.cross_attention,
+        "cdr3": f"{evaluation.cdr3_input}\n{evaluation.cdr3_output}\n",
+        "figure_data": figure_data.labels(recipe, values, evaluation),
+    }

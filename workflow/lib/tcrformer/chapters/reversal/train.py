@@ -1,0 +1,353 @@
+"""Train the reversal model: the paper's recipe, seeded, checkpointed, resumable.
+
+One step, as in seed section 10.9:
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]           teacher forcing, "shifted right"
+    loss = CE_smoothed(model(src, tgt_in), tgt_out)      padding ignored
+    clip ||grad|| to grad_clip, Adam step, schedule step
+
+Randomness has three sources, each seeded from the recipe and saved in every checkpoint:
+torch's global generator (weight init, dropout), a separate generator for the training
+batches, and on CUDA the device generator. A run killed at any point and restarted from its
+last checkpoint therefore replays exactly the steps it lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tcrformer.chapters.reversal.data import PAD, VOCAB_SIZE, random_batch
+from tcrformer.chapters.reversal.model import build_model
+from tcrformer.chapters.reversal.settings import Recipe, resolve_device
+from tcrformer.core.io import ResultFileError, atomic_path
+from tcrformer.models.transformer import make_masks
+
+CHECKPOINT_FORMAT = 1
+LOG = logging.getLogger("tcrformer.reversal")
+
+
+# The learning rate ------------------------------------------------------------------------
+
+
+@dataclass
+class NoamSchedule:
+    """lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5), t = 1, 2, ... (base lr 1).
+
+    A plain callable object, so LambdaLR saves its fields, not code, in a checkpoint.
+    """
+
+    d_model: int
+    warmup: int
+
+    def __call__(self, index: int) -> float:  # LambdaLR counts from 0; step t = index + 1
+        t = index + 1
+        return self.d_model**-0.5 * min(t**-0.5, t * self.warmup**-1.5)
+
+
+@dataclass
+class LinearSchedule:
+    """Linear warm-up to the base lr over `warmup` steps, then linear decay to 0 at `steps`."""
+
+    warmup: int
+    steps: int
+
+    def __call__(self, index: int) -> float:
+        t = index + 1
+        if t <= self.warmup:
+            return t / self.warmup
+        return max(0.0, (self.steps - t + 1) / (self.steps - self.warmup))
+
+
+def schedule_for(recipe: Recipe) -> tuple[float, Callable[[int], float]]:
+    """(base lr, multiplier per step) for LambdaLR."""
+    if recipe.schedule == "noam":
+        return 1.0, NoamSchedule(recipe.d_model, recipe.warmup)
+    return recipe.peak_lr, LinearSchedule(recipe.warmup, recipe.steps)
+
+
+def label_smoothing_floor(epsilon: float, vocab_size: int = VOCAB_SIZE) -> float:
+    """The lowest loss label smoothing allows: the entropy of the smoothed target.
+
+    PyTorch's CrossEntropyLoss(label_smoothing=eps) scores against
+    q = (1 - eps) * one_hot + eps / V, so even p = q costs H(q) =
+    -(1 - eps + eps/V) log(1 - eps + eps/V) - (V - 1) (eps/V) log(eps/V).
+    """
+    if epsilon == 0:
+        return 0.0
+    true, other = 1 - epsilon + epsilon / vocab_size, epsilon / vocab_size
+    return -true * math.log(true) - (vocab_size - 1) * other * math.log(other)
+
+
+# One step -----------------------------------------------------------------------------------
+
+
+def batch_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
+    """Mean smoothed cross-entropy of predicting tgt[:, 1:] from src and tgt[:, :-1]."""
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, Lt) each
+    src_mask, tgt_mask = make_masks(src, tgt_in, PAD)  # (B, 1, Ls), (B, Lt, Lt)
+    logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, Lt, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        tgt_out.flatten(),
+        ignore_index=PAD,
+        label_smoothing=label_smoothing,
+    )
+
+
+def packed_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
+    """batch_loss computed without the padding rows (fast model only; see its packed_loss)."""
+    return model.packed_loss(src, tgt, label_smoothing, PAD)
+
+
+def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
+    """Adam; the fast path uses PyTorch's fused kernel (one call for all parameters)."""
+    base_lr, multiplier = schedule_for(recipe)
+    optimizer = torch.optim.Adam(
+        model.parameters(),
+        lr=base_lr,
+        betas=(recipe.beta1, recipe.beta2),
+        eps=recipe.eps,
+        fused=True if recipe.impl == "fast" else None,
+    )
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+
+
+def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device):
+    """step(src, tgt) -> detached loss. No .item(): nothing waits for the device here."""
+    loss_of = batch_loss
+    if recipe.compile:
+        loss_of = torch.compile(batch_loss)  # forward and backward graphs, compiled once
+    elif recipe.impl == "fast" and device.type == "cpu":
+        loss_of = packed_loss  # the same loss on the real rows only; on a GPU, finding them
+        # (nonzero) would make the host wait for the device, and padding costs less there
+    params = [p for p in model.parameters() if p.requires_grad]
+    use_bf16 = recipe.precision == "bf16"
+
+    def step(src: Tensor, tgt: Tensor) -> Tensor:
+        model.train()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss = loss_of(model, src, tgt, recipe.label_smoothing)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, recipe.grad_clip, foreach=True)
+        optimizer.step()
+        scheduler.step()
+        return loss.detach()
+
+    return step
+
+
+# Checkpoints -------------------------------------------------------------------------------
+
+
+def derive_seed(seed: int, purpose: str) -> int:
+    """An independent seed for one purpose ('batches', ...), fixed by the recipe's seed."""
+    digest = hashlib.sha256(f"{seed}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:
+    """One file per recipe fingerprint: a changed recipe starts afresh, never mixes runs."""
+    return Path(directory) / recipe.fingerprint() / "last.pt"
+
+
+@dataclass
+class Run:
+    """Everything that changes while training, i.e. everything a checkpoint must hold."""
+
+    recipe: Recipe
+    device: torch.device
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    batches: torch.Generator  # training data only
+    losses: Tensor  # (steps,) on the device, filled as training goes
+    step: int = 0  # steps done
+
+    @property
+    def dropout_bits(self):
+        """The fast model's own dropout generator, when it uses one (see fast.Dropout)."""
+        dropout = getattr(self.model, "dropout", None)
+        return dropout if getattr(dropout, "bits", None) is not None else None
+
+    def state(self) -> dict:
+        rng = {"torch": torch.get_rng_state(), "batches": self.batches.get_state()}
+        if self.dropout_bits is not None:
+            rng["dropout_bits"] = self.dropout_bits.state()
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "fingerprint": self.recipe.fingerprint(),
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng,
+            "losses": self.losses[: self.step].cpu(),
+        }
+
+    def restore(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.batches.set_state(state["rng"]["batches"])
+        if self.dropout_bits is not None:
+            self.dropout_bits.set_state(state["rng"]["dropout_bits"])
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        self.step = state["step"]
+        self.losses[: self.step] = state["losses"].to(self.device)
+
+
+def save_checkpoint(path: Path, run: Run) -> None:
+    """torch.save of tensors and plain containers, renamed into place when complete."""
+    with atomic_path(path) as tmp:
+        torch.save(run.state(), tmp)
+
+
+def load_checkpoint(path: Path, run: Run) -> None:
+    """Resume `run` from `path`; a corrupt or foreign file is an error naming the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling errors come in many types
+        raise ResultFileError(f"{path}: corrupt checkpoint ({err}); delete it to restart") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ResultFileError(f"{path}: not a reversal checkpoint (format {CHECKPOINT_FORMAT})")
+    if state.get("fingerprint") != run.recipe.fingerprint():
+        raise ResultFileError(f"{path}: checkpoint of a different recipe; delete it to restart")
+    if "cuda" in state["rng"] and run.device.type != "cuda":
+        raise ResultFileError(f"{path}: checkpoint written on a GPU, resumed on {run.device}")
+    try:
+        run.restore(state)
+    except (KeyError, RuntimeError, ValueError) as err:
+        raise ResultFileError(f"{path}: checkpoint does not fit the model ({err})") from None
+
+
+# The loop ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Trained:
+    model: nn.Module
+    losses: Tensor  # (steps,) float32 on the CPU: the training loss at every step
+    timing: dict = field(default_factory=dict)  # wall-clock facts, never results
+
+
+def new_run(recipe: Recipe, device: torch.device) -> Run:
+    torch.manual_seed(recipe.seed)
+    model = build_model(recipe.architecture(), recipe.impl).to(device)
+    if recipe.impl == "fast" and device.type == "cpu" and not recipe.compile:
+        model.dropout.draw_bits_from(derive_seed(recipe.seed, "dropout"))
+    optimizer, scheduler = make_optimizer(recipe, model, device)
+    batches = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
+    losses = torch.full((recipe.steps,), math.nan, device=device)
+    return Run(recipe, device, model, optimizer, scheduler, batches, losses)
+
+
+def train(
+    recipe: Recipe,
+    checkpoint_dir: str | Path | None = None,
+    threads: int | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> Trained:
+    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one."""
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(recipe.device, f"{recipe.config_path}.device")
+    run = new_run(recipe, device)
+    ckpt = checkpoint_path(checkpoint_dir, recipe) if checkpoint_dir else None
+    if ckpt is not None and ckpt.exists():
+        load_checkpoint(ckpt, run)
+        LOG.info("resumed from %s at step %d", ckpt, run.step)
+    resumed_from = run.step
+    step_fn = make_step(recipe, run.model, run.optimizer, run.scheduler, device)
+    progress = Progress(recipe.steps, run.step)
+    first_step_s = None
+    for step in range(run.step + 1, recipe.steps + 1):
+        src, tgt = random_batch(recipe.batch_size, recipe.min_len, recipe.max_len, run.batches)
+        lr = run.scheduler.get_last_lr()[0]
+        run.losses[step - 1] = step_fn(_to(src, device), _to(tgt, device))
+        run.step = step
+        if first_step_s is None:
+            first_step_s = progress.elapsed()  # includes compilation when compile is on
+        if step % recipe.log_every == 0 or step == recipe.steps:
+            progress.log(step, run.losses[step - 1].item(), lr)
+        if ckpt is not None and step % recipe.checkpoint_every == 0 and step < recipe.steps:
+            save_checkpoint(ckpt, run)
+        if on_step is not None:
+            on_step(step)
+    seconds = progress.elapsed()
+    timing = {
+        "train_seconds": seconds,
+        "first_step_seconds": first_step_s,
+        "steps_run": recipe.steps - resumed_from,
+        "resumed_from_step": resumed_from,
+        "device": str(device),
+        "impl": recipe.impl,
+        "compile": recipe.compile,
+        "precision": recipe.precision,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    return Trained(run.model, run.losses.cpu(), timing)
+
+
+def _to(batch: Tensor, device: torch.device) -> Tensor:
+    """CPU batch -> device; on CUDA through pinned memory, so the host never waits."""
+    if device.type != "cuda":
+        return batch
+    return batch.pin_memory().to(device, non_blocking=True)
+
+
+def discard_checkpoints(checkpoint_dir: str | Path, recipe: Recipe) -> None:
+    """After a finished run its checkpoint has served; remove it (and its folder if empty)."""
+    path = checkpoint_path(checkpoint_dir, recipe)
+    path.unlink(missing_ok=True)
+    for folder in (path.parent, path.parent.parent):
+        if folder.exists() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+class Progress:
+    """One log line every few steps: step, loss, learning rate, steps/s, time left."""
+
+    def __init__(self, total: int, start: int):
+        self.total, self.t0 = total, time.perf_counter()
+        self.last_step, self.last_t = start, self.t0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def log(self, step: int, loss: float, lr: float) -> None:
+        now = time.perf_counter()
+        rate = (step - self.last_step) / max(now - self.last_t, 1e-12)
+        eta = (self.total - step) / rate if rate > 0 else math.inf
+        LOG.info(
+            "step %*d/%d  loss %.4f  lr %.2e  %.1f steps/s  ETA %s",
+            len(str(self.total)),
+            step,
+            self.total,
+            loss,
+            lr,
+            rate,
+            _clock(eta),
+        )
+        self.last_step, self.last_t = step, now
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s"

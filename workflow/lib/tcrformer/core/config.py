@@ -1,0 +1,178 @@
+"""Config validation with errors a user can act on.
+
+`snakemake.utils.validate` checks the schema and fills in defaults, but its messages are
+long. `first_schema_error` runs the same schema first and turns the first problem into one
+line that names the key and the offending value; `check` adds the checks a JSON schema
+cannot express (each chapter's `Settings.from_config`, then what spans chapters). Both are
+called from workflow/rules/common.smk before any rule runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; str() is one line naming the key and the value."""
+
+    def __init__(self, key: str, value: Any, problem: str):
+        self.key, self.value, self.problem = key, value, problem
+        super().__init__(f"config error: {key} = {_show(value)}: {problem}")
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dotted(path) -> str:
+    return (
+        ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in path).replace(".[", "[")
+        or "<config>"
+    )
+
+
+def load_schema(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _resolve(node: Mapping, schema: Mapping) -> Mapping:
+    while isinstance(node, Mapping) and "$ref" in node:
+        node = {**schema["$defs"][node["$ref"].split("/")[-1]],
+                **{k: v for k, v in node.items() if k != "$ref"}}  # fmt: skip
+    return node
+
+
+def _from_text(text: str, kinds: list[str]) -> Any:
+    """The number or boolean a command-line string stands for, or the string itself."""
+    if "boolean" in kinds and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind, parse in (("integer", int), ("number", float)):
+        if kind in kinds:
+            try:
+                return parse(text)
+            except ValueError:
+                pass
+    return text
+
+
+def coerce_cli_strings(config: dict, schema: Mapping) -> dict:
+    """Turn strings into the numbers and booleans the schema asks for, in place.
+
+    Snakemake reads nested `--config key={...}` values as strings ("1024", "false"), so
+    without this `--config "notes={'d_model': 1024}"` would be refused. Strings that do
+    not parse stay strings, and the schema then names them.
+    """
+
+    def walk(value: Any, node: Mapping) -> Any:
+        node = _resolve(node, schema)
+        if isinstance(value, dict):
+            props = node.get("properties", {})
+            for key in value:
+                if key in props:
+                    value[key] = walk(value[key], props[key])
+            return value
+        if isinstance(value, list) and isinstance(node.get("items"), Mapping):
+            return [walk(v, node["items"]) for v in value]
+        if isinstance(value, str):
+            kinds = node.get("type", [])
+            kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+            if "string" not in kinds:
+                return _from_text(value, kinds)
+        return value
+
+    return walk(config, schema)
+
+
+def first_schema_error(config: Mapping, schema: Mapping) -> ConfigError | None:
+    """The first schema violation in `config` as a ConfigError, or None if it is valid."""
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = validator_cls(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.path))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    # Descend into oneOf/anyOf to the most specific cause.
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        key = _dotted([*path, extra[0]]) if extra else _dotted(path)
+        value = error.instance.get(extra[0]) if extra else error.instance
+        return ConfigError(key, value, f"unknown key (allowed here: {', '.join(allowed)})")
+    hint = error.schema.get("description") if isinstance(error.schema, Mapping) else None
+    problem = _problem(error)
+    if hint:
+        problem += f" ({hint})"
+    return ConfigError(_dotted(path), error.instance, problem)
+
+
+def _problem(error) -> str:
+    kind, expected = error.validator, error.validator_value
+    if kind == "type":
+        return f"must be of type {expected}"
+    if kind == "pattern":
+        return f"must match the pattern {expected}"
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {
+            "minimum": ">=",
+            "exclusiveMinimum": ">",
+            "maximum": "<=",
+            "exclusiveMaximum": "<",
+        }
+        return f"must be {words[kind]} {expected}"
+    if kind in ("minLength", "minItems") and expected == 1:
+        return "must not be empty"
+    if kind == "enum":
+        return f"must be one of {', '.join(map(str, expected))}"
+    if kind == "required":
+        return error.message
+    if kind == "multipleOf":
+        return f"must be a multiple of {expected}"
+    return error.message
+
+
+def get(config: Mapping, dotted: str) -> Any:
+    """config['a']['b'] for 'a.b'."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def check(config: Mapping) -> None:
+    """Every check a schema cannot express. Raises ConfigError.
+
+    Each chapter's settings check their own section (`Settings.from_config`); what spans
+    chapters is checked here.
+    """
+    from tcrformer.chapters import settings_of
+
+    for chapter in settings_of():
+        chapter.from_config(config)
+    _check_figures(config)
+
+
+def _check_figures(config: Mapping) -> None:
+    """Fig. 9 draws notes' positional table: its wave dimensions must exist there."""
+    figures, notes = config.get("figures") or {}, config.get("notes") or {}
+    d_model = notes.get("d_model")
+    for i, dim in enumerate(figures.get("wave_dims", [])):
+        if d_model is not None and dim >= d_model:
+            raise ConfigError(
+                f"figures.wave_dims[{i}]", dim, f"not below notes.d_model = {d_model}"
+            )
+
+
+def sections(config: Mapping, *names: str) -> dict[str, Any]:
+    """The named top-level sections of the config, for a rule's params (tracked by Snakemake)."""
+    return {name: config[name] for name in names if name in config}

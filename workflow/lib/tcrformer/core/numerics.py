@@ -1,0 +1,201 @@
+"""Portable numerics: the same floating-point bits from torch on any x86-64 CPU with AVX2.
+
+Three libraries inside the torch CPU wheel pick their code path from the CPU they run on,
+and each path rounds differently: ATen's vectorised kernels (AVX2 or AVX-512), MKL's BLAS
+and oneDNN. So does the number of threads a reduction is split over. `pin` fixes all four
+before torch is imported, which is the only time the libraries read them:
+
+    ATEN_CPU_CAPABILITY=avx2        ATen's kernels at the AVX2 level
+    MKL_CBWR=AVX2,STRICT            MKL's conditional numerical reproducibility, AVX2 branch
+    ONEDNN_MAX_CPU_ISA=AVX2         oneDNN no higher than AVX2
+    numerics.threads                intra-op threads (OMP/MKL and torch.set_num_threads)
+
+`portable` wins over the same variables in the user's environment (`ATEN_CPU_CAPABILITY=
+default`, `MKL_CBWR=COMPATIBLE`, `OMP_NUM_THREADS=1`): they are replaced, and the
+replacement is recorded. `native` leaves the process alone (faster; the bits then depend on
+the CPU). A CPU without AVX2 and FMA, or one that is not x86-64, runs native, and says so.
+
+OpenBLAS (NumPy's BLAS) is deliberately left alone: some machines set OPENBLAS_CORETYPE
+because older OpenBLAS builds compute wrong results there. NumPy-computed values are held
+by their golden tolerances, not by identical bits.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tcrformer.core.config import ConfigError
+
+MODES = ("portable", "native")
+PORTABLE_ENV = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2,STRICT",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+}
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CUDA_ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # cuBLAS's deterministic workspace
+PORTABLE_CAPABILITY = "AVX2"
+_REQUIRED_FLAGS = ("avx2", "fma")
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """The `numerics:` config section."""
+
+    mode: str = "portable"  # portable | native
+    threads: int = 1  # intra-op threads of every torch process in portable mode
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None) -> Numerics:
+        section = dict(section or {})
+        numerics = cls(**{k: section[k] for k in ("mode", "threads") if k in section})
+        if numerics.mode not in MODES:
+            raise ConfigError("numerics.mode", numerics.mode, f"must be one of {', '.join(MODES)}")
+        if not isinstance(numerics.threads, int) or numerics.threads < 1:
+            raise ConfigError("numerics.threads", numerics.threads, "must be an integer >= 1")
+        return numerics
+
+
+@dataclass
+class Pinned:
+    """What `pin` did: the mode in force, why, and what it replaced in the environment."""
+
+    requested: str
+    mode: str
+    threads: int | None  # None: native, the rule's Snakemake threads apply
+    reason: str = ""
+    replaced: dict[str, str] = field(default_factory=dict)  # variable -> the user's value
+
+
+def cpu_info(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
+    """The CPU's model name and the instruction-set flags that decide the numerics."""
+    model, flags = platform.processor() or "unknown", set()
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "model name" and model in ("unknown", "", platform.machine()):
+            model = value.strip()
+        elif name.strip() == "flags" and not flags:
+            flags = set(value.split())
+    shown = sorted(
+        f for f in flags if f in {"avx", "avx2", "fma"} or f.startswith(("avx512", "amx"))
+    )
+    return {"machine": platform.machine(), "model": model, "flags": shown, "all_flags": flags}
+
+
+def portable_supported(cpu: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """(True, '') on x86-64 with AVX2 and FMA; else (False, why)."""
+    cpu = cpu or cpu_info()
+    if cpu["machine"] not in ("x86_64", "AMD64"):
+        return False, f"not an x86-64 CPU ({cpu['machine']}): native numerics"
+    missing = [f for f in _REQUIRED_FLAGS if f not in cpu["all_flags"]]
+    if missing:
+        return False, f"the CPU lacks {', '.join(missing)}: native numerics"
+    return True, ""
+
+
+def pin(
+    numerics: Numerics,
+    environ: MutableMapping[str, str] | None = None,
+    cpu: Mapping[str, Any] | None = None,
+) -> Pinned:
+    """Fix the numerics of this process. Must run before torch is imported."""
+    environ = os.environ if environ is None else environ
+    if environ is os.environ and "torch" in sys.modules:
+        raise RuntimeError("tcrformer.numerics.pin must run before torch is imported")
+    if numerics.mode == "native":
+        return Pinned("native", "native", None, "numerics.mode = native")
+    ok, reason = portable_supported(cpu)
+    if not ok:
+        return Pinned("portable", "native", None, reason)
+    wanted = {
+        **PORTABLE_ENV,
+        **CUDA_ENV,
+        **{name: str(numerics.threads) for name in THREAD_ENV},
+    }
+    replaced = {k: environ[k] for k, v in wanted.items() if k in environ and environ[k] != v}
+    environ.update(wanted)
+    return Pinned("portable", "portable", numerics.threads, "", replaced)
+
+
+def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
+    """After `import torch`: the thread count, and deterministic kernels on CUDA.
+
+    `threads` is the rule's Snakemake thread count; portable mode ignores it and uses the
+    configured count, so --cores never changes the bits.
+    """
+    import torch
+
+    count = pinned.threads if pinned.threads is not None else threads
+    if count:
+        torch.set_num_threads(count)
+    if pinned.mode == "portable":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    check_in_force(pinned)
+
+
+def check_in_force(pinned: Pinned) -> None:
+    """A portable process whose torch does not run at AVX2 was pinned too late: a bug."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    if pinned.mode == "portable" and capability != PORTABLE_CAPABILITY:
+        raise RuntimeError(
+            f"portable numerics asked for {PORTABLE_CAPABILITY}, torch runs {capability}: "
+            "torch was imported before tcrformer.numerics.pin"
+        )
+
+
+def mkl_version() -> str:
+    import torch
+
+    for line in torch.__config__.show().splitlines():
+        if "Math Kernel Library Version" in line:
+            return line.split("Version", 1)[1].split("-", 1)[0].strip()
+    return "not used"
+
+
+def describe(pinned: Pinned) -> dict[str, Any]:
+    """The numerics in force in this process, for the manifest and the golden report."""
+    import torch
+
+    cpu = cpu_info()
+    return {
+        "mode": pinned.mode,
+        "requested": pinned.requested,
+        "reason": pinned.reason,
+        "replaced_from_environment": dict(sorted(pinned.replaced.items())),
+        "cpu": {"machine": cpu["machine"], "model": cpu["model"], "flags": cpu["flags"]},
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR", "automatic"),
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "automatic"),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "mkl": mkl_version(),
+    }
+
+
+def one_line(numerics: Mapping[str, Any]) -> str:
+    """'portable: AVX2, MKL AVX2,STRICT, 1 thread (Intel Xeon ...)' for a report header."""
+    threads = numerics["threads"]
+    text = (
+        f"{numerics['mode']}: torch {numerics['torch_cpu_capability']}, "
+        f"MKL {numerics['mkl_cbwr']}, {threads} thread{'s' if threads != 1 else ''} "
+        f"on {numerics['cpu']['model']}"
+    )
+    if numerics.get("reason"):
+        text += f" ({numerics['reason']})"
+    return text

@@ -1,0 +1,366 @@
+"""The study-notes encoder-decoder again, built for speed: the same math, the same weights.
+
+`transformer.py` is written to be read; this module is written to be run. Every parameter
+has the same name, shape and initialisation order as there, so a state dict saved by one
+loads into the other, and the same seed draws the same initial weights. What changes is
+how the arithmetic is issued:
+
+- Q, K and V come out of one matmul (the weights are concatenated on the fly, so the
+  parameters, and the state dict, stay as they are), laid out straight away as one batch
+  of (L, d_k) matrices per role;
+- all heads attend at once; on a GPU through `F.scaled_dot_product_attention`, on the CPU
+  written out (at L <= 18 that beats PyTorch's fused CPU kernel), with the mask added as a
+  precomputed score bias inside the score product (`torch.baddbmm`);
+- training on the CPU skips the padding (`packed_loss`): every position-wise layer runs on
+  the real rows only, and attention scatters them into its (B, L) grid and gathers back;
+- LayerNorm is `F.layer_norm`; the loss is one fused cross-entropy call;
+- dropout can draw its random bits from a fast NumPy generator (`Dropout.draw_bits_from`),
+  which on the CPU costs a fraction of PyTorch's per-element Bernoulli draws.
+
+One option the reference does not have: `norm_first=True` gives a Pre-LN stack
+(x + sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from tcrformer.models.transformer import MASKED_SCORE, make_masks, positional_table
+
+_DRAW_LEVELS = 1 << 16  # dropout draws are 16-bit integers
+
+
+class Dropout:
+    """Inverted dropout, one object shared by every dropout site of a model.
+
+    By default it is `F.dropout`. After `draw_bits_from(seed)` it reads 16-bit draws from a
+    NumPy SFC64 generator instead (four per 64-bit word) and drops an element when its draw
+    falls below round(p * 2^16): the drop probability is that count / 2^16 (0.1 -> 0.100006)
+    and the kept elements are scaled by the exact 1 / (1 - p) of that probability.
+    The generator's state is plain integers, so a checkpoint can hold it.
+    """
+
+    def __init__(self, p: float):
+        self.p = p
+        self.bits: np.random.SFC64 | None = None
+
+    def draw_bits_from(self, seed: int | None) -> None:
+        self.bits = None if seed is None else np.random.SFC64(seed)
+
+    def state(self) -> dict | None:
+        """The generator's state as plain integers (None when using F.dropout)."""
+        if self.bits is None:
+            return None
+        state = self.bits.state
+        return {
+            "words": [int(w) for w in state["state"]["state"]],
+            "has_uint32": int(state["has_uint32"]),
+            "uinteger": int(state["uinteger"]),
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.bits = np.random.SFC64()
+        self.bits.state = {
+            "bit_generator": "SFC64",
+            "state": {"state": np.array(state["words"], dtype=np.uint64)},
+            "has_uint32": state["has_uint32"],
+            "uinteger": state["uinteger"],
+        }
+
+    def __call__(self, x: Tensor, training: bool) -> Tensor:
+        if not training or self.p == 0:
+            return x
+        if self.bits is None or x.device.type != "cpu":
+            return F.dropout(x, self.p, True)
+        return x * self.keep_multiplier(x.shape, x.dtype)
+
+    def keep_multiplier(self, shape: torch.Size, dtype: torch.dtype) -> Tensor:
+        """scale where the element is kept, 0 where it is dropped, from the next draws."""
+        n = math.prod(shape)
+        words = torch.from_numpy(self.bits.random_raw((n + 3) // 4))  # (ceil(n/4),) uint64
+        draws = words.view(torch.int16)[:n].view(shape)  # uniform on [-2^15, 2^15)
+        cut = round(self.p * _DRAW_LEVELS)
+        scale = _DRAW_LEVELS / (_DRAW_LEVELS - cut)
+        threshold = cut - _DRAW_LEVELS // 2  # kept when draw >= threshold
+        # On integers, clamp(d, t - 1, t) - (t - 1) is 1 when d >= t and 0 otherwise: a few
+        # float32 passes (exact for int16), where PyTorch's int16 compare and bool-to-float
+        # cast cost about 8x more on the CPU.
+        keep = draws.float().clamp_(threshold - 1, threshold).sub_(threshold - 1)  # exact
+        return keep.mul_(scale).to(dtype)
+
+
+class Padded:
+    """Rows laid out as (B, L, C), padding included: what the evaluation API passes around."""
+
+    def to_heads(self, x: Tensor, roles: int, h: int) -> Tensor:
+        """(B, L, roles h d_k) -> (roles, B h, L, d_k): per role, one batch of head matrices."""
+        B, L, _ = x.shape
+        x = x.view(B, L, roles, h, -1).permute(2, 0, 3, 1, 4)  # (roles, B, h, L, d_k)
+        return x.reshape(roles, B * h, L, -1)
+
+    def from_heads(self, heads: Tensor, h: int) -> Tensor:
+        """(B h, L, d_k) -> (B, L, h d_k): the heads side by side again."""
+        Bh, L, d_k = heads.shape
+        return heads.view(Bh // h, h, L, d_k).transpose(1, 2).reshape(Bh // h, L, h * d_k)
+
+
+PADDED = Padded()
+
+
+class Packed:
+    """Only the rows that matter, as (N, C): every position-wise layer (the linear maps,
+    LayerNorm, dropout, the residual sums) then skips the padding. Attention alone needs
+    the (B, L) grid: its Q, K, V rows are scattered into one, zeros elsewhere, and its
+    output rows are gathered back.
+    """
+
+    def __init__(self, rows: Tensor):  # rows: (B, L) bool, the positions to compute
+        self.grid = rows.shape
+        self.index = rows.flatten().nonzero().squeeze(1)  # (N,) positions in the B*L grid
+        self.position = self.index % rows.size(1)  # (N,) position within its sequence
+
+    def pack(self, x: Tensor) -> Tensor:  # (B, L, ...) -> (N, ...)
+        return x.flatten(0, 1).index_select(0, self.index)
+
+    def to_heads(self, x: Tensor, roles: int, h: int) -> Tensor:
+        """(N, roles h d_k) -> (roles, B h, L, d_k), zeros at the rows not kept."""
+        B, L = self.grid
+        grid = x.new_zeros(B * L, x.size(-1)).index_copy(0, self.index, x)
+        return PADDED.to_heads(grid.view(B, L, -1), roles, h)
+
+    def from_heads(self, heads: Tensor, h: int) -> Tensor:
+        """(B h, L, d_k) -> (N, h d_k): the kept rows, heads side by side."""
+        return self.pack(PADDED.from_heads(heads, h))
+
+
+@dataclass
+class Scope:
+    """What one kind of attention may see, and how the rows of its inputs are laid out."""
+
+    bias: Tensor  # (B*h, Lq, Lk): added to the scores, 0 or MASKED_SCORE (score_bias)
+    queries: Padded | Packed  # layout of the rows of x
+    keys: Padded | Packed  # layout of the rows of memory (or of x, in self-attention)
+
+
+class Attention(nn.Module):
+    """Multi-head attention: one QKV matmul, all heads in one batched product."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: Dropout):
+        super().__init__()
+        assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
+        self.h, self.d_k, self.dropout = num_heads, d_model // num_heads, dropout
+        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.record = False  # set by record_attention(): keep the weights in .attn
+        self.attn: Tensor | None = None
+        self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
+
+    def _project(
+        self, x: Tensor, layers: tuple[nn.Linear, ...], layout: Padded | Packed
+    ) -> tuple[Tensor, ...]:
+        """x [W_1; W_2; ..]^T + b in one matmul, split per role and head: (B h, L, d_k) each."""
+        weight = torch.cat([layer.weight for layer in layers])  # (n d, d)
+        bias = torch.cat([layer.bias for layer in layers])  # (n d,)
+        return layout.to_heads(F.linear(x, weight, bias), len(layers), self.h).unbind(0)
+
+    def forward(self, x: Tensor, memory: Tensor | None, scope: Scope) -> Tensor:
+        """x: (B, Lq, d) or packed (Nq, d); memory: the same for the keys, None in
+        self-attention. Returns x's shape."""
+        if memory is None:
+            q, k, v = self._project(x, (self.w_q, self.w_k, self.w_v), scope.queries)
+        else:
+            (q,) = self._project(x, (self.w_q,), scope.queries)
+            k, v = self._project(memory, (self.w_k, self.w_v), scope.keys)
+        fused = x.is_cuda if self.fused is None else self.fused
+        if fused and not self.record:
+            Bh, Lq, d_k = q.shape
+            q, k, v = (t.view(Bh // self.h, self.h, -1, d_k) for t in (q, k, v))
+            bias = scope.bias.view(*q.shape[:3], -1).to(q.dtype)  # (B, h, Lq, Lk)
+            p = self.dropout.p if self.training else 0.0
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
+            heads = heads.reshape(Bh, Lq, d_k)
+        else:
+            heads = self._attend(q, k, v, scope.bias)
+        return self.w_o(scope.queries.from_heads(heads, self.h))
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        """softmax(Q K^T / sqrt(d_k) + bias) V, written out: (B h, Lq, d_k)."""
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.d_k**-0.5)  # (B h, Lq, Lk)
+        weights = scores.softmax(-1)
+        if self.record:
+            self.attn = weights.detach().view(-1, self.h, *weights.shape[1:])  # (B, h, Lq, Lk)
+        return torch.bmm(self.dropout(weights, self.training), v)
+
+
+def score_bias(mask: Tensor, num_heads: int, batch: int, lq: int) -> Tensor:
+    """(B|1, Lq|1, Lk) bool mask -> (B*h, Lq, Lk) float scores to add: 0 or MASKED_SCORE.
+
+    Built once per mask and forward pass, then shared by every layer that uses the mask;
+    adding it inside the score product (baddbmm) saves a masked_fill per layer.
+    """
+    Lk = mask.size(-1)
+    bias = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, MASKED_SCORE)
+    bias = bias.unsqueeze(1).expand(batch, num_heads, lq, Lk)
+    return bias.reshape(batch * num_heads, lq, Lk)
+
+
+class FeedForward(nn.Module):
+    """w_2(dropout(relu(w_1 x))), applied to every position on its own."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: Dropout):
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.dropout = dropout
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, L, d) -> (B, L, d_ff) -> (B, L, d)
+        return self.w_2(self.dropout(F.relu(self.w_1(x)), self.training))
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm (weight, bias, eps 1e-5) that can also wrap a sub-layer: Add & Norm."""
+
+    def add(self, x: Tensor, sublayer, dropout: Dropout, norm_first: bool) -> Tensor:
+        if norm_first:  # Pre-LN: x + dropout(sublayer(LN(x)))
+            return x + dropout(sublayer(self(x)), self.training)
+        return self(x + dropout(sublayer(x), self.training))  # Post-LN, the paper
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention -> Add & Norm -> FFN -> Add & Norm."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout: Dropout, norm_first=False):
+        super().__init__()
+        self.self_attn = Attention(d_model, num_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout, self.norm_first = dropout, norm_first
+
+    def forward(self, x: Tensor, source: Scope) -> Tensor:  # (B, Ls, d) or (Ns, d)
+        sub = (self.dropout, self.norm_first)
+        x = self.norm1.add(x, lambda y: self.self_attn(y, None, source), *sub)
+        return self.norm2.add(x, self.ffn, *sub)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention -> cross-attention -> FFN, each followed by Add & Norm."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout: Dropout, norm_first=False):
+        super().__init__()
+        self.self_attn = Attention(d_model, num_heads, dropout)
+        self.cross_attn = Attention(d_model, num_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
+        self.dropout, self.norm_first = dropout, norm_first
+
+    def forward(self, x: Tensor, memory: Tensor, causal: Scope, cross: Scope) -> Tensor:
+        sub = (self.dropout, self.norm_first)
+        x = self.norm1.add(x, lambda y: self.self_attn(y, None, causal), *sub)
+        x = self.norm2.add(x, lambda y: self.cross_attn(y, memory, cross), *sub)
+        return self.norm3.add(x, self.ffn, *sub)
+
+
+class Stack(nn.Module):
+    """N identical layers; a Pre-LN stack ends with one more LayerNorm (key `norm`)."""
+
+    def __init__(self, layers: list[nn.Module], d_model: int, norm_first: bool):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: Tensor, *memory_and_scopes) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, *memory_and_scopes)
+        return self.norm(x) if self.norm is not None else x
+
+
+class EncoderDecoder(nn.Module):
+    """Same constructor, methods and state-dict keys as transformer.EncoderDecoder."""
+
+    def __init__(
+        self,
+        src_vocab,
+        tgt_vocab,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        num_layers=6,
+        dropout=0.1,
+        max_len=5000,
+        norm_first=False,
+    ):
+        super().__init__()
+        self.d_model, self.num_heads = d_model, num_heads
+        self.dropout = Dropout(dropout)  # shared by every site; not a module, not saved
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        self.register_buffer("pe", positional_table(max_len, d_model), persistent=False)
+        args = (d_model, num_heads, d_ff, self.dropout, norm_first)
+        self.encoder = Stack([EncoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
+        self.decoder = Stack([DecoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+        for param in self.parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+
+    def _embed(self, embedding: nn.Embedding, tokens: Tensor, pe: Tensor) -> Tensor:
+        """dropout(E[tokens] sqrt(d_model) + PE): (B, L) -> (B, L, d), or (N,) -> (N, d)."""
+        x = embedding(tokens) * math.sqrt(self.d_model) + pe
+        return self.dropout(x, self.training)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:  # -> (B, Ls, d)
+        source = Scope(score_bias(src_mask, self.num_heads, *src.shape), PADDED, PADDED)
+        return self.encoder(self._embed(self.src_embed, src, self.pe[: src.size(1)]), source)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor):
+        h, (B, Lt) = self.num_heads, tgt_in.shape
+        causal = Scope(score_bias(tgt_mask, h, B, Lt), PADDED, PADDED)  # (B h, Lt, Lt)
+        cross = Scope(score_bias(src_mask, h, B, Lt), PADDED, PADDED)  # (B h, Lt, Ls)
+        x = self._embed(self.tgt_embed, tgt_in, self.pe[:Lt])
+        return self.generator(self.decoder(x, memory, causal, cross))  # (B, Lt, tgt_vocab)
+
+    def forward(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor, tgt_mask: Tensor):
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask, tgt_mask)
+
+    def packed_loss(self, src: Tensor, tgt: Tensor, label_smoothing: float, pad: int) -> Tensor:
+        """The teacher-forced training loss (as train.batch_loss), computed on real rows only.
+
+        The rows are the source residues and the target positions with a token to predict:
+        BOS + L residues in, L residues + EOS out. The EOS fed in at position L + 1 is left
+        out too: its prediction is padding, and under the causal mask no kept row sees it.
+        About a quarter of a batch of 8-16 residue strings is padding.
+        """
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, Lt) each
+        src_mask, tgt_mask = make_masks(src, tgt_in, pad)
+        src_rows, tgt_rows = Packed(src != pad), Packed(tgt_out != pad)
+        h, (B, Lt) = self.num_heads, tgt_in.shape
+        source = Scope(score_bias(src_mask, h, *src.shape), src_rows, src_rows)
+        causal = Scope(score_bias(tgt_mask, h, B, Lt), tgt_rows, tgt_rows)
+        cross = Scope(score_bias(src_mask, h, B, Lt), tgt_rows, src_rows)
+        x = self._embed(self.src_embed, src_rows.pack(src), self.pe[src_rows.position])
+        memory = self.encoder(x, source)  # (Ns, d)
+        y = self._embed(self.tgt_embed, tgt_rows.pack(tgt_in), self.pe[tgt_rows.position])
+        logits = self.generator(self.decoder(y, memory, causal, cross))  # (Nt, tgt_vocab)
+        target = tgt_rows.pack(tgt_out)  # (Nt,)
+        return F.cross_entropy(logits.float(), target, label_smoothing=label_smoothing)
+
+
+@contextlib.contextmanager
+def record_attention(model: nn.Module) -> Iterator[None]:
+    """Within the block every fast Attention keeps its last weights in `.attn` (B, h, Lq, Lk)."""
+    modules = [m for m in model.modules() if isinstance(m, Attention)]
+    for module in modules:
+        module.record = True
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.record = False
