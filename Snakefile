@@ -11,6 +11,7 @@ min_version("9.0")
 
 
 configfile: "config/config.yaml"
+configfile: "config/claims.yaml"
 
 
 report: "workflow/report/workflow.rst"
@@ -22,6 +23,7 @@ include: "workflow/rules/notes.smk"
 include: "workflow/rules/plm.smk"
 include: "workflow/rules/reversal.smk"
 include: "workflow/rules/ensemble.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/golden.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/figures.smk"

@@ -123,7 +123,7 @@ def test_every_figure_has_a_caption_a_draw_function_and_a_name_after_the_seed():
     names = [figure.id for figure in FIGURES]
     assert FAST_FIGURES <= set(names) and len(set(names)) == len(names)
     for figure in FIGURES:
-        assert re.fullmatch(r"fig(\d\d|S\d)_[a-z0-9_]+", figure.id), figure.id
+        assert re.fullmatch(r"fig(\d\d|S\d|C\d)_[a-z0-9_]+", figure.id), figure.id
         assert (CAPTIONS / f"{figure.id}.rst").read_text().strip(), figure.id
         assert callable(getattr(importlib.import_module(figure.module), figure.id))
 

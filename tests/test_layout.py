@@ -79,7 +79,8 @@ def test_script_and_rule_names_match():
     mismatched = {
         rule: script
         for rule, script in rules_and_scripts().items()
-        if script is not None and script not in (rule, rule.removesuffix("_chapter"))
+        if script is not None
+        and script not in (rule, rule.removesuffix("_chapter"))
         and rule not in ("bench",)  # fmt: skip
     }
     assert not mismatched, mismatched

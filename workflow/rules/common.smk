@@ -6,6 +6,7 @@ import sys
 from snakemake.utils import validate
 
 from tcrformer.chapters import module as chapter_module
+from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.core.config import (
     ConfigError,
     check,
@@ -70,6 +71,11 @@ FIGURES = f"{RESULTS}/figures"
 def figure_files(figure_id):
     """The PNG and SVG of a figure of the table (tcrformer.figures, figures.smk)."""
     return [f"{FIGURES}/{figure_id}.png", f"{FIGURES}/{figure_id}.svg"]
+
+
+def chapter_figures(chapter):
+    """The PNG and SVG of every figure drawn from a chapter's data (None: the schematics)."""
+    return [p for f in FIGURE_TABLE if f.chapter == chapter for p in figure_files(f.id)]
 
 
 def log_for(rule_name):

@@ -98,4 +98,4 @@ rule ensemble:
     """Target: the seed ensemble, its summary table, its figure and its golden bands."""
     input:
         rules.ensemble_summary.output,
-        figure_files("figS3_seed_ensemble"),
+        chapter_figures("ensemble"),

@@ -80,31 +80,31 @@ rule manifest_table:
 rule figures_toy:
     """Target: the toy chapter's figures (fast: no language model, no training)."""
     input:
-        figures_of("toy"),
+        chapter_figures("toy"),
 
 
 rule figures_notes:
     """Target: the study-notes chapter's figures (fast)."""
     input:
-        figures_of("notes"),
+        chapter_figures("notes"),
 
 
 rule figures_plm:
     """Target: the language-model figures (runs the plm chapter first)."""
     input:
-        figures_of("plm"),
+        chapter_figures("plm"),
 
 
 rule figures_reversal:
     """Target: the training figure (trains the reversal model first, a few minutes)."""
     input:
-        figures_of("reversal"),
+        chapter_figures("reversal"),
 
 
 rule figures_schematic:
     """Target: the schematic figures (fast: they read no results)."""
     input:
-        figures_of(None),
+        chapter_figures(None),
 
 
 rule figures:

@@ -1,8 +1,6 @@
 # Helpers of the figure rules (workflow/rules/figures.smk): the table's rows as Snakemake
 # inputs, outputs and params.
 
-from tcrformer.figures import FIGURES as FIGURE_TABLE
-
 GOLDEN_CATEGORY = "0. Golden check"
 # The figures of `all`: those of its chapters, and the schematics (they read no results).
 FIGURES_OF_ALL = [f for f in FIGURE_TABLE if f.chapter in (*CHAPTERS, None)]

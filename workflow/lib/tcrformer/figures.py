@@ -20,6 +20,7 @@ NOTES = "3. Study notes"
 REVERSAL = "4. Reversal training"
 SCHEMATIC = "5. Schematics"
 ENSEMBLE = "6. Seed ensembles"
+CLAIMS = "7. Claims"
 
 
 def _none(config: Mapping) -> dict[str, Any]:
@@ -93,6 +94,12 @@ FIGURES = (
     ),
     Figure("fig11_post_pre_ln", None, SCHEMATIC),
     Figure("figS3_seed_ensemble", "ensemble", ENSEMBLE),
+    Figure("figC1_training_arms", "claims", CLAIMS),
+    Figure("figC2_gradients_and_calibration", "claims", CLAIMS),
+    Figure("figC3_attention_importance", "claims", CLAIMS),
+    Figure("figC4_positional_encoding", "claims", CLAIMS),
+    Figure("figC5_attention_cost", "claims", CLAIMS),
+    Figure("figC6_recurrent_and_beam", "claims", CLAIMS),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-CHAPTERS = ("toy", "notes", "plm", "reversal", "ensemble")
+CHAPTERS = ("toy", "notes", "plm", "reversal", "ensemble", "claims")
 
 
 def module(chapter: str, part: str):

@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
+"""The config schema (workflow/schemas/config.schema.yaml), defaults included."""
+
 
 class ConfigError(ValueError):
     """A config value that cannot be used; str() is one line naming the key and the value."""
@@ -176,3 +179,13 @@ def _check_figures(config: Mapping) -> None:
 def sections(config: Mapping, *names: str) -> dict[str, Any]:
     """The named top-level sections of the config, for a rule's params (tracked by Snakemake)."""
     return {name: config[name] for name in names if name in config}
+
+
+def section_error(section: str, values: Mapping, named_as: str) -> ConfigError | None:
+    """The first schema error of `values` read as the config section `section`, named
+    under `named_as` instead (a claims arm's reversal keys, say), or None."""
+    error = first_schema_error({section: dict(values)}, load_schema(SCHEMA_PATH))
+    if error is None:
+        return None
+    key = error.key.replace(section, named_as, 1)
+    return ConfigError(key, error.value, error.problem)

@@ -17,9 +17,12 @@ EncoderDecoder part by part, under the same names, so the two can be compared.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from torch import nn
+
+if TYPE_CHECKING:  # the closed forms need no torch; the module counts take torch modules
+    from torch import nn
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ how the arithmetic is issued:
 - dropout can draw its random bits from a fast NumPy generator (`Dropout.draw_bits_from`),
   which on the CPU costs a fraction of PyTorch's per-element Bernoulli draws.
 
-One option the reference does not have: `norm_first=True` gives a Pre-LN stack
-(x + sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe only.
+Options the reference does not have: `norm_first=True` gives a Pre-LN stack
+(x + sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe; and, for
+the claims chapter's arms, `positions=False` (no positional encoding), `score_scale=False`
+(no 1/sqrt(d_k)) and `xavier=False` (PyTorch's default initialisation).
 """
 
 from __future__ import annotations
@@ -163,6 +165,8 @@ class Attention(nn.Module):
         self.record = False  # set by record_attention(): keep the weights in .attn
         self.attn: Tensor | None = None
         self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
+        self.scale = self.d_k**-0.5  # the 1/sqrt(d_k) of the scores (1.0: the scaling off)
+        self.keep: Tensor | None = None  # (h,) multiplier of each head's output: 0 ablates it
 
     def _project(
         self, x: Tensor, layers: tuple[nn.Linear, ...], layout: Padded | Packed
@@ -186,15 +190,21 @@ class Attention(nn.Module):
             q, k, v = (t.view(Bh // self.h, self.h, -1, d_k) for t in (q, k, v))
             bias = scope.bias.view(*q.shape[:3], -1).to(q.dtype)  # (B, h, Lq, Lk)
             p = self.dropout.p if self.training else 0.0
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
+            heads = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=bias, dropout_p=p, scale=self.scale
+            )
             heads = heads.reshape(Bh, Lq, d_k)
         else:
             heads = self._attend(q, k, v, scope.bias)
+        if self.keep is not None:  # (B h, Lq, d_k): zero the ablated heads' outputs
+            heads = (heads.view(-1, self.h, *heads.shape[1:]) * self.keep.view(-1, 1, 1)).view_as(
+                heads
+            )
         return self.w_o(scope.queries.from_heads(heads, self.h))
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
         """softmax(Q K^T / sqrt(d_k) + bias) V, written out: (B h, Lq, d_k)."""
-        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.d_k**-0.5)  # (B h, Lq, Lk)
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.scale)  # (B h, Lq, Lk)
         weights = scores.softmax(-1)
         if self.record:
             self.attn = weights.detach().view(-1, self.h, *weights.shape[1:])  # (B, h, Lq, Lk)
@@ -296,9 +306,12 @@ class EncoderDecoder(nn.Module):
         dropout=0.1,
         max_len=5000,
         norm_first=False,
+        positions=True,
+        score_scale=True,
+        xavier=True,
     ):
         super().__init__()
-        self.d_model, self.num_heads = d_model, num_heads
+        self.d_model, self.num_heads, self.positions = d_model, num_heads, positions
         self.dropout = Dropout(dropout)  # shared by every site; not a module, not saved
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
@@ -307,13 +320,21 @@ class EncoderDecoder(nn.Module):
         self.encoder = Stack([EncoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
         self.decoder = Stack([DecoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
         self.generator = nn.Linear(d_model, tgt_vocab)
-        for param in self.parameters():
-            if param.dim() > 1:
-                nn.init.xavier_uniform_(param)
+        if xavier:  # the paper's; else each module keeps PyTorch's own initialisation
+            for param in self.parameters():
+                if param.dim() > 1:
+                    nn.init.xavier_uniform_(param)
+        if not score_scale:
+            for module in self.modules():
+                if isinstance(module, Attention):
+                    module.scale = 1.0
 
     def _embed(self, embedding: nn.Embedding, tokens: Tensor, pe: Tensor) -> Tensor:
-        """dropout(E[tokens] sqrt(d_model) + PE): (B, L) -> (B, L, d), or (N,) -> (N, d)."""
-        x = embedding(tokens) * math.sqrt(self.d_model) + pe
+        """dropout(E[tokens] sqrt(d_model) + PE): (B, L) -> (B, L, d), or (N,) -> (N, d).
+        Without positions (a claims arm), the embedding alone."""
+        x = embedding(tokens) * math.sqrt(self.d_model)
+        if self.positions:
+            x = x + pe
         return self.dropout(x, self.training)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:  # -> (B, Ls, d)

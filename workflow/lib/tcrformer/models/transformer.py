@@ -274,6 +274,7 @@ class EncoderDecoder(nn.Module):
         num_layers: int = 6,
         dropout: float = 0.1,
         max_len: int = 5000,
+        xavier: bool = True,
     ):
         super().__init__()
         self.d_model = d_model
@@ -283,9 +284,10 @@ class EncoderDecoder(nn.Module):
         self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout)
         self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout)
         self.generator = nn.Linear(d_model, tgt_vocab)  # scores over the target vocabulary
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+        if xavier:  # the paper's; else each module keeps PyTorch's own initialisation
+            for p in self.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:  # (B, L) -> (B, L, d)
         return self.positions(embedding(tokens) * math.sqrt(self.d_model))

@@ -20,8 +20,17 @@ from tcrformer.core.io import ResultFileError, atomic_path
 IMPLEMENTATIONS = ("reference", "fast")
 
 
-def build_model(architecture: dict[str, Any], impl: str) -> nn.Module:
-    """An encoder-decoder over the reversal vocabulary; weights drawn from torch's global RNG."""
+def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -> nn.Module:
+    """An encoder-decoder over the reversal vocabulary; weights drawn from torch's global RNG.
+
+    init: xavier (the paper's) or default (each PyTorch module's own initialisation).
+    """
+    if architecture.get("arch", "transformer") == "gru":
+        from tcrformer.models.rnn import GruEncoderDecoder
+
+        layers, dropout = architecture["num_layers"], architecture["dropout"]
+        hidden = architecture["gru_hidden"]
+        return GruEncoderDecoder(VOCAB_SIZE, VOCAB_SIZE, hidden, layers, dropout)
     shape = dict(
         src_vocab=VOCAB_SIZE,
         tgt_vocab=VOCAB_SIZE,
@@ -36,11 +45,19 @@ def build_model(architecture: dict[str, Any], impl: str) -> nn.Module:
 
         if architecture.get("norm", "post") != "post":
             raise ValueError("the reference model is Post-LN only")
-        return EncoderDecoder(**shape)
+        if not architecture.get("positions", True) or not architecture.get("score_scale", True):
+            raise ValueError("the reference model always adds positions and scales its scores")
+        return EncoderDecoder(**shape, xavier=init == "xavier")
     if impl == "fast":
         from tcrformer.models.fast import EncoderDecoder
 
-        return EncoderDecoder(**shape, norm_first=architecture.get("norm") == "pre")
+        return EncoderDecoder(
+            **shape,
+            norm_first=architecture.get("norm") == "pre",
+            positions=architecture.get("positions", True),
+            score_scale=architecture.get("score_scale", True),
+            xavier=init == "xavier",
+        )
     raise ValueError(f"unknown implementation {impl!r}; expected one of {IMPLEMENTATIONS}")
 
 

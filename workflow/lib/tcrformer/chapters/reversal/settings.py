@@ -46,7 +46,14 @@ _TRAINING_FIELDS = (
     "impl",
     "compile",
     "precision",
+    "init",
+    "positions",
+    "score_scale",
+    "arch",
+    "gru_hidden",
 )
+# What the model is, beyond its sizes: saved with the weights when not the paper's default.
+_ARCHITECTURE_DEFAULTS = {"positions": True, "score_scale": True, "arch": "transformer"}
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,12 @@ class Recipe:
     precision: str  # fp32 | bf16 (autocast)
     checkpoint_every: int
     log_every: int
+    # the model's parts (the claims chapter's arms change them; the paper's are the defaults)
+    init: str = "xavier"  # xavier (the paper) | default (PyTorch's own initialisation)
+    positions: bool = True  # add the sinusoidal positional encoding
+    score_scale: bool = True  # divide the attention scores by sqrt(d_k)
+    arch: str = "transformer"  # transformer | gru (a recurrent encoder-decoder, no attention)
+    gru_hidden: int | None = None  # gru: hidden width; None matches the transformer's size
     # evaluation (None in a recipe built for training alone: see training_params)
     report_every: int | None = None
     eval_n: int | None = None
@@ -94,8 +107,15 @@ class Recipe:
         return "reversal" if self.name == "reversal" else "reversal.speedrun"
 
     def architecture(self) -> dict[str, Any]:
+        """What rebuilds the model from its weights (saved with them)."""
         keys = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "norm")
-        return {k: getattr(self, k) for k in keys}
+        architecture = {k: getattr(self, k) for k in keys}
+        for key, default in _ARCHITECTURE_DEFAULTS.items():  # only where not the paper's
+            if getattr(self, key) != default:
+                architecture[key] = getattr(self, key)
+        if self.arch == "gru":
+            architecture["gru_hidden"] = self.gru_hidden
+        return architecture
 
     def fingerprint(self) -> str:
         """Hash of everything that shapes the trained weights (not logging, not evaluation)."""
@@ -166,6 +186,12 @@ def _check(recipe: Recipe) -> None:
             f"{where}.impl",
             "reference",
             "the reference model is Post-LN only; use impl: fast with norm: pre",
+        )
+    if recipe.impl == "reference" and not (recipe.positions and recipe.score_scale):
+        raise ConfigError(
+            f"{where}.impl",
+            "reference",
+            "the reference model is the paper's; use impl: fast to drop positions or scaling",
         )
     if recipe.schedule == "linear" and recipe.warmup >= recipe.steps:
         raise ConfigError(

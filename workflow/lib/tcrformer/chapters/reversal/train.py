@@ -31,7 +31,7 @@ from tcrformer.chapters.reversal.settings import Recipe, resolve_device
 from tcrformer.core.io import ResultFileError, atomic_path
 from tcrformer.models.transformer import make_masks
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: the gradient norms are saved too
 LOG = logging.getLogger("tcrformer.reversal")
 
 
@@ -40,7 +40,8 @@ LOG = logging.getLogger("tcrformer.reversal")
 
 @dataclass
 class NoamSchedule:
-    """lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5), t = 1, 2, ... (base lr 1).
+    """lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5), t = 1, 2, ... (base lr 1);
+    warmup 0 is no warm-up: lr(t) = d_model^-0.5 t^-0.5 from the first step.
 
     A plain callable object, so LambdaLR saves its fields, not code, in a checkpoint.
     """
@@ -50,6 +51,8 @@ class NoamSchedule:
 
     def __call__(self, index: int) -> float:  # LambdaLR counts from 0; step t = index + 1
         t = index + 1
+        if self.warmup == 0:
+            return self.d_model**-0.5 * t**-0.5
         return self.d_model**-0.5 * min(t**-0.5, t * self.warmup**-1.5)
 
 
@@ -62,7 +65,7 @@ class LinearSchedule:
 
     def __call__(self, index: int) -> float:
         t = index + 1
-        if t <= self.warmup:
+        if t <= self.warmup:  # never with warmup 0
             return t / self.warmup
         return max(0.0, (self.steps - t + 1) / (self.steps - self.warmup))
 
@@ -122,11 +125,13 @@ def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
 
 
 def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device):
-    """step(src, tgt) -> detached loss. No .item(): nothing waits for the device here."""
+    """step(src, tgt) -> (loss, the gradient norm before clipping), both detached. No .item():
+    nothing waits for the device here. grad_clip 0 clips nothing (the norm is still taken)."""
     loss_of = batch_loss
+    max_norm = recipe.grad_clip if recipe.grad_clip > 0 else math.inf
     if recipe.compile:
         loss_of = torch.compile(batch_loss)  # forward and backward graphs, compiled once
-    elif recipe.impl == "fast" and device.type == "cpu":
+    elif recipe.impl == "fast" and device.type == "cpu" and recipe.arch == "transformer":
         loss_of = packed_loss  # the same loss on the real rows only; on a GPU, finding them
         # (nonzero) would make the host wait for the device, and padding costs less there
     params = [p for p in model.parameters() if p.requires_grad]
@@ -138,10 +143,10 @@ def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: to
             loss = loss_of(model, src, tgt, recipe.label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(params, recipe.grad_clip, foreach=True)
+        norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()
         scheduler.step()
-        return loss.detach()
+        return loss.detach(), norm.detach()
 
     return step
 
@@ -171,6 +176,7 @@ class Run:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     batches: torch.Generator  # training data only
     losses: Tensor  # (steps,) on the device, filled as training goes
+    grad_norms: Tensor  # (steps,) the gradient norm before clipping, at every step
     step: int = 0  # steps done
 
     @property
@@ -194,6 +200,7 @@ class Run:
             "scheduler": self.scheduler.state_dict(),
             "rng": rng,
             "losses": self.losses[: self.step].cpu(),
+            "grad_norms": self.grad_norms[: self.step].cpu(),
         }
 
     def restore(self, state: dict) -> None:
@@ -208,6 +215,7 @@ class Run:
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         self.step = state["step"]
         self.losses[: self.step] = state["losses"].to(self.device)
+        self.grad_norms[: self.step] = state["grad_norms"].to(self.device)
 
 
 def save_checkpoint(path: Path, run: Run) -> None:
@@ -242,17 +250,20 @@ class Trained:
     model: nn.Module
     losses: Tensor  # (steps,) float32 on the CPU: the training loss at every step
     timing: dict = field(default_factory=dict)  # wall-clock facts, never results
+    grad_norms: Tensor | None = None  # (steps,) the gradient norm before clipping
 
 
 def new_run(recipe: Recipe, device: torch.device) -> Run:
     torch.manual_seed(recipe.seed)
-    model = build_model(recipe.architecture(), recipe.impl).to(device)
-    if recipe.impl == "fast" and device.type == "cpu" and not recipe.compile:
+    model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).to(device)
+    fast_transformer = recipe.impl == "fast" and recipe.arch == "transformer"
+    if fast_transformer and device.type == "cpu" and not recipe.compile:
         model.dropout.draw_bits_from(derive_seed(recipe.seed, "dropout"))
     optimizer, scheduler = make_optimizer(recipe, model, device)
     batches = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
     losses = torch.full((recipe.steps,), math.nan, device=device)
-    return Run(recipe, device, model, optimizer, scheduler, batches, losses)
+    grad_norms = torch.full((recipe.steps,), math.nan, device=device)
+    return Run(recipe, device, model, optimizer, scheduler, batches, losses, grad_norms)
 
 
 def train(
@@ -277,7 +288,7 @@ def train(
     for step in range(run.step + 1, recipe.steps + 1):
         src, tgt = random_batch(recipe.batch_size, recipe.min_len, recipe.max_len, run.batches)
         lr = run.scheduler.get_last_lr()[0]
-        run.losses[step - 1] = step_fn(_to(src, device), _to(tgt, device))
+        run.losses[step - 1], run.grad_norms[step - 1] = step_fn(_to(src, device), _to(tgt, device))
         run.step = step
         if first_step_s is None:
             first_step_s = progress.elapsed()  # includes compilation when compile is on
@@ -300,7 +311,7 @@ def train(
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
-    return Trained(run.model, run.losses.cpu(), timing)
+    return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu())
 
 
 def _to(batch: Tensor, device: torch.device) -> Tensor:

@@ -1,0 +1,10 @@
+"""Chapter claims: what the seeds say in prose, each claim an experiment with a criterion
+written before the run (config/claims.yaml) and a verdict computed by code (target `claims`).
+
+    settings.py     the `claims:` section: seeds, arms (the paper's recipe, changed), claims
+    compute.py      the rules: train_claim_arm, evaluate_claim_arm, claims_analytic,
+                    claims_cost, claims_rnn_speed, claims_summary
+    figure_data.py  what Figs. C1-C6 draw
+    analytic.py     the experiments that need no training
+    verdicts.py     each kind of criterion, evaluated
+"""

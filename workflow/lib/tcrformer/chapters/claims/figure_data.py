@@ -1,0 +1,38 @@
+"""What the claims figures draw, written by claims_summary (one JSON file)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tcrformer.core.io import read_json
+
+FILES = {"figure_data": "figure_data.json"}
+
+
+@dataclass(frozen=True)
+class ClaimsFigures:
+    reduced: bool
+    seeds: int
+    eval_n: int
+    verdicts: dict[str, str]  # claim id -> verdict
+    claim_arms: dict[str, list[str]]  # claim id -> the training arms it compares
+    loss_curves: dict[str, dict[str, list]]  # arm -> {step, median}: the median over seeds
+    grad_norm_curves: dict[str, dict[str, list]]
+    calibration: dict[str, list[list[float]]]  # arm -> bins [count, confidence, accuracy]
+    heads: list[dict[str, Any]]  # cross-attention heads: antidiagonal, drop, layer, head
+    exact_by_length: dict[str, dict[str, float]]  # arm -> {length: exact fraction}
+    beam: dict[str, dict[str, float]]  # arm -> greedy and beam log-prob and exact
+    analytic: dict[str, Any]
+    cost: dict[str, Any]  # exponents and rows (length, seconds, allocated_bytes, score_bytes)
+    speed: dict[str, float]
+
+    def title(self, text: str, claim: str) -> str:
+        """A panel title with the claim's verdict (and the reduced-run mark)."""
+        mark = " (reduced run: not a verdict)" if self.reduced else ""
+        return f"{text}\n{self.verdicts.get(claim, '?')}{mark}"
+
+
+def read(paths: Mapping[str, str]) -> ClaimsFigures:
+    return ClaimsFigures(**read_json(paths["figure_data"]))

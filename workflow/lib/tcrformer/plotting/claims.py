@@ -1,0 +1,166 @@
+"""Figures of the claims chapter: each panel one claim's measurement, titled with its verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from tcrformer.plotting import style
+
+TRAINING_CLAIMS = (
+    "warmup", "pre_ln", "label_smoothing", "dropout", "clipping", "xavier", "positions",
+    "sqrt_dk", "rnn",
+)  # fmt: skip
+
+
+def _loss_panel(ax: Axes, data, claim: str) -> None:
+    arms = [a for a in data.claim_arms.get(claim, []) if a in data.loss_curves]
+    for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
+        curve = data.loss_curves[arm]
+        ax.plot(curve["step"], curve["median"], color=colour, lw=1.0, label=arm)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (median over seeds)")
+    ax.set_title(data.title(claim.replace("_", " "), claim), fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def figC1_training_arms(data) -> Figure:
+    """The training loss of every arm, one panel per claim that trains."""
+    claims = [c for c in TRAINING_CLAIMS if c in data.claim_arms]
+    columns = 3
+    rows = -(-len(claims) // columns)
+    fig = style.new_figure(13.0, 3.4 * rows)
+    axes = np.atleast_1d(fig.subplots(rows, columns)).ravel()
+    for ax, claim in zip(axes, claims, strict=False):
+        _loss_panel(ax, data, claim)
+    for ax in axes[len(claims) :]:
+        ax.axis("off")
+    fig.suptitle(f"Fig. C1  The training arms ({data.seeds} seeds each)")
+    return fig
+
+
+def figC2_gradients_and_calibration(data) -> Figure:
+    """Left: the gradient norm before clipping, with and without. Right: reliability."""
+    fig = style.new_figure(12.0, 4.6)
+    grad_ax, cal_ax = fig.subplots(1, 2)
+    arms = list(data.grad_norm_curves)
+    for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
+        curve = data.grad_norm_curves[arm]
+        grad_ax.plot(curve["step"], curve["median"], color=colour, lw=0.8, label=arm)
+    grad_ax.set_yscale("log")
+    grad_ax.set_xlabel("training step")
+    grad_ax.set_ylabel("gradient norm before clipping (median)")
+    grad_ax.set_title(data.title("gradient clipping", "clipping"), fontsize=9)
+    grad_ax.legend()
+    cal_ax.plot([0, 1], [0, 1], color=style.MUTED, ls="--", lw=1, label="calibrated")
+    arms = list(data.calibration)
+    for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
+        bins = np.array(data.calibration[arm])  # (bins, 3): count, confidence, accuracy
+        used = bins[:, 0] > 0
+        cal_ax.plot(bins[used, 1], bins[used, 2], "o-", color=colour, label=arm)
+    cal_ax.set_xlabel("confidence (top probability), held-out tokens")
+    cal_ax.set_ylabel("accuracy")
+    cal_ax.set_title(data.title("label smoothing and over-confidence", "label_smoothing"),
+                     fontsize=9)  # fmt: skip
+    cal_ax.legend()
+    fig.suptitle("Fig. C2  What clipping and label smoothing do")
+    return fig
+
+
+def figC3_attention_importance(data) -> Figure:
+    """Each cross-attention head: its anti-diagonal attention mass against the drop in
+    held-out exact reversals when it is removed."""
+    fig = style.new_figure(6.4, 5.0)
+    ax = fig.add_subplot()
+    layers = sorted({h["layer"] for h in data.heads})
+    for layer, colour in zip(layers, style.categorical_colours(len(layers)), strict=True):
+        mine = [h for h in data.heads if h["layer"] == layer]
+        ax.scatter([h["antidiagonal"] for h in mine], [h["drop"] for h in mine],
+                   color=colour, label=f"decoder layer {layer}")  # fmt: skip
+    ax.set_xlabel("mean attention on the mirror residue (anti-diagonal)")
+    ax.set_ylabel(f"drop in held-out exact (of {data.eval_n}) when removed")
+    ax.set_title(data.title("attention is not importance", "attention_importance"), fontsize=9)
+    ax.legend()
+    fig.suptitle("Fig. C3  Where attention looks, and what each head is worth")
+    return fig
+
+
+def figC4_positional_encoding(data) -> Figure:
+    """Left: cos(PE[0], PE[k]) by distance. Right: the residual of the linear map per k."""
+    a = data.analytic
+    fig = style.new_figure(12.0, 4.6)
+    cos_ax, fit_ax = fig.subplots(1, 2)
+    cosine = np.array(a["cosine_by_distance"])
+    cos_ax.plot(np.arange(cosine.size), cosine, color=style.categorical_colours(1)[0], lw=0.8)
+    if a["cosine_first_rise"] is not None:
+        cos_ax.axvline(a["cosine_first_rise"], color=style.HIGHLIGHT, ls="--", lw=1,
+                       label=f"first rise: distance {a['cosine_first_rise']}")  # fmt: skip
+        cos_ax.legend()
+    cos_ax.set_xscale("symlog", linthresh=10)
+    cos_ax.set_xlabel("distance k (positions)")
+    cos_ax.set_ylabel(f"cos(PE[0], PE[k]), d_model {a['d_model']}")
+    cos_ax.set_title(data.title("similarity falls with distance", "similarity_distance"),
+                     fontsize=9)  # fmt: skip
+    residuals = a["relative_residuals"]
+    fit_ax.bar(list(residuals), list(residuals.values()), color=style.MUTED)
+    fit_ax.set_yscale("log")
+    fit_ax.set_xlabel("offset k")
+    fit_ax.set_ylabel("relative residual of PE[p + k] = PE[p] M_k")
+    title = (
+        f"pos + k is linear in pos; shuffle error {a['permutation_off']:.1g} without "
+        f"positions, {a['permutation_on']:.2g} with"
+    )
+    fit_ax.set_title(data.title(title, "relative_positions"), fontsize=9)
+    fig.suptitle("Fig. C4  What the sinusoidal positions give")
+    return fig
+
+
+def figC5_attention_cost(data) -> Figure:
+    """Time and allocated memory of one attention forward pass against L, log-log."""
+    rows = data.cost["rows"]
+    lengths = np.array([r["length"] for r in rows])
+    fig = style.new_figure(11.0, 4.4)
+    time_ax, memory_ax = fig.subplots(1, 2)
+    time_ax.loglog(lengths, [r["seconds"] for r in rows], "o-", color=style.MUTED)
+    time_ax.set_xlabel("sequence length L")
+    time_ax.set_ylabel("seconds per forward pass (this machine)")
+    time_ax.set_title(f"time ~ L^{data.cost['time_exponent']:.2f}", fontsize=9)
+    memory_ax.loglog(lengths, [r["allocated_bytes"] for r in rows], "o-", label="allocated")
+    memory_ax.loglog(lengths, [r["score_bytes"] for r in rows], "--", color=style.MUTED,
+                     label="the score matrix, h L^2 floats")  # fmt: skip
+    memory_ax.set_xlabel("sequence length L")
+    memory_ax.set_ylabel("bytes")
+    memory_ax.set_title(data.title(f"memory ~ L^{data.cost['memory_exponent']:.2f}",
+                                   "quadratic_cost"), fontsize=9)  # fmt: skip
+    memory_ax.legend()
+    fig.suptitle("Fig. C5  Attention's cost grows with the square of the length")
+    return fig
+
+
+def figC6_recurrent_and_beam(data) -> Figure:
+    """Left: held-out exact by string length, GRU and Transformer. Right: greedy vs beam."""
+    fig = style.new_figure(12.0, 4.6)
+    length_ax, beam_ax = fig.subplots(1, 2)
+    arms = list(data.exact_by_length)
+    for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
+        by_length = data.exact_by_length[arm]
+        length_ax.plot([int(n) for n in by_length], list(by_length.values()), "o-",
+                       color=colour, label=arm)  # fmt: skip
+    speeds = ", ".join(f"{k.removesuffix('_steps_per_s')} {v:.1f}" for k, v in data.speed.items())
+    length_ax.set_xlabel("string length")
+    length_ax.set_ylabel("held-out exact fraction (median over seeds)")
+    length_ax.set_title(data.title(f"slow and forgetful? steps/s: {speeds}", "rnn"), fontsize=9)
+    length_ax.legend()
+    arms = list(data.beam)
+    x = np.arange(len(arms))
+    greedy = [data.beam[a]["greedy_logprob"] for a in arms]
+    beam = [data.beam[a]["beam_logprob"] for a in arms]
+    beam_ax.bar(x - 0.2, greedy, 0.4, color=style.MUTED, label="greedy")
+    beam_ax.bar(x + 0.2, beam, 0.4, color=style.HIGHLIGHT, label="beam")
+    beam_ax.set_xticks(x, arms)
+    beam_ax.set_ylabel("mean sequence log-probability")
+    beam_ax.set_title(data.title("beam search keeps the k best", "beam_search"), fontsize=9)
+    beam_ax.legend()
+    fig.suptitle("Fig. C6  A recurrent baseline, and beam search against greedy decoding")
+    return fig

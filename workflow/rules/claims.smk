@@ -1,0 +1,149 @@
+# Chapter claims (target `claims`, not part of `all`): what the seeds say in prose, tested.
+# Every claim, its experiment and its criterion are in config/claims.yaml, written before the
+# run; the verdicts are computed by code. Each (arm, seed) is its own training job, so the
+# SLURM and GPU profiles fan the chapter out.
+# tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C6).
+#
+#   results/<run>/claims/arms/<arm>/seed<s>/   weights, history, metrics of one arm and seed
+#   results/<run>/claims/                      claims.{csv,md}, analytic.json, cost.csv, ...
+
+
+include: "claims_common.smk"
+
+
+wildcard_constraints:
+    arm="|".join(CLAIMS.arms),
+
+
+rule train_claim_arm:
+    output:
+        model=result("claims", "arms/{arm}/seed{seed}/model.safetensors"),
+        history=result("claims", "arms/{arm}/seed{seed}/history.csv"),
+        numerics=result("claims", "arms/{arm}/seed{seed}/numerics.json"),
+        timing=result("claims", "arms/{arm}/seed{seed}/training_time.json"),
+    log:
+        log_for("train_claim_arm_{arm}_seed{seed}"),
+    benchmark:
+        benchmark_for("train_claim_arm_{arm}_seed{seed}")
+    conda:
+        "../../envs/torch.yaml"
+    threads: TORCH_THREADS
+    resources:
+        gpu=0,
+        mem_mb=2000,
+    params:
+        recipe=claim_recipe,
+        checkpoints=lambda wc: result(
+            "claims", f"arms/{wc.arm}/seed{wc.seed}/checkpoints"
+        ),
+        numerics=NUMERICS,
+    script:
+        "../scripts/train_claim_arm.py"
+
+
+rule evaluate_claim_arm:
+    input:
+        model=rules.train_claim_arm.output.model,
+        history=rules.train_claim_arm.output.history,
+    output:
+        metrics=result("claims", "arms/{arm}/seed{seed}/metrics.json"),
+    log:
+        log_for("evaluate_claim_arm_{arm}_seed{seed}"),
+    conda:
+        "../../envs/torch.yaml"
+    threads: TORCH_THREADS
+    resources:
+        mem_mb=2000,
+    params:
+        recipe=lambda wc: CLAIMS.recipe(wc.arm, int(wc.seed)).params(),
+        extras=claim_extras,
+        beam_width=CLAIMS.beam_width,
+        numerics=NUMERICS,
+    script:
+        "../scripts/evaluate_claim_arm.py"
+
+
+rule claims_analytic:
+    output:
+        analytic=result("claims", "analytic.json"),
+    log:
+        log_for("claims_analytic"),
+    conda:
+        "../../envs/torch.yaml"
+    params:
+        config=params_of("claims", "toy", "notes", "reversal", "figures"),
+    script:
+        "../scripts/claims_analytic.py"
+
+
+rule claims_cost:
+    output:
+        table=result("claims", "cost.csv"),
+        summary=result("claims", "cost.json"),
+    log:
+        log_for("claims_cost"),
+    benchmark:
+        benchmark_for("claims_cost")
+    conda:
+        "../../envs/torch.yaml"
+    threads: TORCH_THREADS
+    params:
+        config=params_of("claims", "reversal", "toy", "notes", "figures", "numerics"),
+        min_length=claim_test("quadratic").get("min_length"),
+    script:
+        "../scripts/claims_cost.py"
+
+
+rule claims_rnn_speed:
+    output:
+        speed=result("claims", "rnn_speed.json"),
+    log:
+        log_for("claims_rnn_speed"),
+    benchmark:
+        benchmark_for("claims_rnn_speed")
+    conda:
+        "../../envs/torch.yaml"
+    threads: TORCH_THREADS
+    params:
+        transformer=lambda wc: CLAIMS.recipe("baseline", CLAIMS.seeds[0]).params(),
+        gru=lambda wc: CLAIMS.recipe(
+            claim_test("rnn").get("arm", "baseline"), CLAIMS.seeds[0]
+        ).params(),
+        numerics=NUMERICS,
+    script:
+        "../scripts/claims_rnn_speed.py"
+
+
+rule claims_summary:
+    input:
+        metrics=claim_metrics(),
+        histories=claim_histories(),
+        analytic=rules.claims_analytic.output.analytic,
+        cost=rules.claims_cost.output.summary,
+        cost_table=rules.claims_cost.output.table,
+        speed=rules.claims_rnn_speed.output.speed,
+    output:
+        table=report(
+            result("claims", "claims.csv"),
+            caption="../report/claims_table.rst",
+            category="7. Claims",
+        ),
+        md=result("claims", "claims.md"),
+        figure_data=result("claims", "figure_data.json"),
+    log:
+        log_for("claims_summary"),
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        config=params_of("claims", "reversal", "toy", "notes", "figures"),
+        arms=CLAIM_ARMS,
+        seeds=CLAIMS.seeds,
+    script:
+        "../scripts/claims_summary.py"
+
+
+rule claims:
+    """Target: every claim's measured value and verdict, the figures and the table."""
+    input:
+        rules.claims_summary.output,
+        chapter_figures("claims"),

@@ -1,0 +1,16 @@
+"""Rule claims_rnn_speed: tcrformer.chapters.claims.compute.claims_rnn_speed (a benchmark)."""
+
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
+
+
+def main(smk):
+    torch_numerics(smk)
+    from tcrformer.chapters.claims.compute import claims_rnn_speed
+    from tcrformer.chapters.reversal.settings import Recipe
+
+    transformer, gru = Recipe(**smk.params.transformer), Recipe(**smk.params.gru)
+    write_named(smk.output, claims_rnn_speed(transformer, gru))
+
+
+run(main, snakemake)

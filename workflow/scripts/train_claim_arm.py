@@ -1,0 +1,20 @@
+"""Rule train_claim_arm: tcrformer.chapters.claims.compute.train_claim_arm."""
+
+import logging
+
+from tcrformer.core.io import write_named
+from tcrformer.core.runner import run, torch_numerics
+
+
+def main(smk):
+    numerics = torch_numerics(smk)
+    from tcrformer.chapters.claims.compute import train_claim_arm
+    from tcrformer.chapters.reversal.settings import Recipe
+
+    recipe = Recipe(**smk.params.recipe)
+    log = logging.getLogger("tcrformer")
+    log.info("claims arm %s, seed %d: %d steps", smk.wildcards.arm, recipe.seed, recipe.steps)
+    write_named(smk.output, train_claim_arm(recipe, smk.params.checkpoints, numerics))
+
+
+run(main, snakemake)
