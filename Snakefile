@@ -27,6 +27,7 @@ include: "workflow/rules/claims.smk"
 include: "workflow/rules/golden.smk"
 include: "workflow/rules/provenance.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/compare.smk"
 
 
 rule all:
@@ -38,3 +39,4 @@ rule all:
         [result(chapter, "golden.ok") for chapter in CHAPTERS],
         rules.figures.input,
         rules.manifest_table.output,
+        rules.benchmarks_table.output,

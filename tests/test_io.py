@@ -50,3 +50,36 @@ def test_npy_round_trip_without_pickle(tmp_path):
     a = np.arange(12.0).reshape(3, 4)
     io.write_npy(tmp_path / "a.npy", a)
     np.testing.assert_array_equal(io.read_npy(tmp_path / "a.npy"), a)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_results_get_the_mode_the_umask_gives_a_new_file(tmp_path, umask, mode):
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        io.write_text(tmp_path / "a.txt", "x")
+        io.write_json(tmp_path / "b.json", {"a": 1})
+    finally:
+        os.umask(old)
+    for name in ("a.txt", "b.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name
+
+
+def test_the_folder_is_flushed_after_the_rename(tmp_path, monkeypatch):
+    """A rename is durable only once its folder is on disk: fsync on the folder, after it."""
+    import os
+
+    events = []
+    real_replace, real_fsync = os.replace, os.fsync
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b)))
+
+    def fsync(fd):
+        kind = "folder" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"
+        events.append(f"fsync {kind}")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    io.write_text(tmp_path / "a.txt", "x")
+    assert events == ["fsync file", "rename", "fsync folder"]

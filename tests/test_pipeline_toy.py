@@ -79,6 +79,12 @@ def test_another_receptor_in_another_run(workflow_copy):
         ({"toy": {"focus_position": "six"}}, "toy.focus_position"),
         ({"toy": {"colour": "red"}}, "toy.colour"),
         ({"run": "../escape"}, "run"),
+        # Files the config names are checked before any rule runs, not when first read.
+        (
+            {"plm": {"esm2": {"checkpoint": "/nonexistent/esm2.pt", "required": True}}},
+            "plm.esm2.checkpoint",
+        ),
+        ({"golden": {"file": "/nonexistent/golden.yaml"}}, "golden.file"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(workflow_copy, override, key):
@@ -89,6 +95,8 @@ def test_bad_config_is_one_line_naming_the_key(workflow_copy, override, key):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("config error")]
     assert len(errors) == 1, proc.stderr
     assert errors[0].startswith(f"config error: {key} = ")
+    if "nonexistent" in str(override):
+        assert "/nonexistent/" in errors[0]  # the line names the path
     assert "Traceback" not in proc.stderr
     assert not (wf / "results").exists() or not any((wf / "results").rglob("*.json"))
 

@@ -269,16 +269,18 @@ def test_unknown_sceptr_variant():
 
 
 def test_checkpoint_path_that_does_not_exist(tmp_path):
+    """Found when the config is read, before any rule runs."""
     missing = tmp_path / "esm2_t12_35M_UR50D.pt"
-    plm = plm_settings(plm_config(checkpoint=str(missing)))
     with pytest.raises(ConfigError, match=r"^config error: plm\.esm2\.checkpoint = ") as err:
-        chapter.esm2_result(plm)
+        plm_settings(plm_config(checkpoint=str(missing)))
     assert str(err.value).endswith(f"file not found ({missing})")
 
 
 def test_checkpoint_without_its_contact_regression_file(tmp_path):
     checkpoint = save_tiny_esm2(tmp_path)
     esm2.regression_path(checkpoint).unlink()
+    with pytest.raises(ConfigError, match="contact-regression file .* is not there beside it"):
+        plm_settings(plm_config(checkpoint=str(checkpoint)))
     with pytest.raises(ResultFileError, match="esm2_t2_tiny-contact-regression.pt: file not found"):
         esm2.load_local(checkpoint)
 
@@ -306,9 +308,8 @@ def test_a_refused_global_is_reported_by_name(tmp_path):
 
 def test_checkpoint_name_must_start_with_esm2(tmp_path):
     checkpoint = save_tiny_esm2(tmp_path, name="tiny")
-    plm = plm_settings(plm_config(checkpoint=str(checkpoint)))
     with pytest.raises(ConfigError, match=r"plm\.esm2\.checkpoint = .*must start with 'esm2'"):
-        chapter.esm2_result(plm)
+        plm_settings(plm_config(checkpoint=str(checkpoint)))
 
 
 # SCEPTR and the scan -------------------------------------------------------------------------

@@ -4,8 +4,9 @@ One run of `snakemake --workflow-profile profiles/slurm` in a copy of the workfl
 with only the profile's SITE lines changed (the partition names of the local
 cluster), builds the toy and notes chapters and a short reversal training run.
 Then: every job has a SLURM job id that squeue lists as COMPLETED, the training job
-was submitted with --gpus=1 to the GPU partition, the CPU jobs asked for no GPU,
-and the golden check passes on what SLURM produced.
+was submitted with --gpus=1 to the GPU partition, the CPU jobs asked for no GPU, the
+tiny jobs (golden checks and gates) ran on the submitting node instead of being sbatched
+(`localrule: True`), and the golden check passes on what SLURM produced.
 
 Skipped, saying why, where SLURM cannot be installed or started (no root, no apt).
 """
@@ -206,9 +207,12 @@ def test_pipeline_runs_through_slurm(slurm_cluster, tmp_path):
     print(f"\nSnakemake through SLURM: {wall_s:.1f} s, targets {' '.join(targets)}")
     assert proc.returncode == 0, f"exit {proc.returncode} after {wall_s:.0f} s:\n{log[-6000:]}"
 
-    # Every job went through SLURM and finished there.
+    # The chapters' computations went through SLURM and finished there; the tiny jobs did not.
     submitted = _submissions(log)
-    assert {"toy_values", "notes_values"} <= submitted.keys(), submitted
+    print(f"sbatch submissions: {sum(map(len, submitted.values()))} ({sorted(submitted)})")
+    expected = {"toy_values", "notes_values"} | ({"train_reversal"} if training else set())
+    assert submitted.keys() == expected, submitted
+    assert sum(map(len, submitted.values())) == len(expected)  # one job each, nothing else
     job_ids = [j for ids in submitted.values() for j in ids]
     states = _job_states(job_ids)
     assert states == {j: "COMPLETED" for j in job_ids}, states

@@ -68,6 +68,7 @@ rule claims_analytic:
         analytic=result("claims", "analytic.json"),
     log:
         log_for("claims_analytic"),
+    localrule: True
     conda:
         "../../envs/torch.yaml"
     params:
@@ -132,6 +133,7 @@ rule claims_summary:
         figure_data=result("claims", "figure_data.json"),
     log:
         log_for("claims_summary"),
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:

@@ -1,7 +1,9 @@
 # Shared set-up: config validation, the paths every chapter writes to, the manifest's
 # registry. Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
+import hashlib
 import os
 import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
@@ -53,6 +55,29 @@ TORCH_THREADS = NUMERICS["threads"] if NUMERICS["mode"] == "portable" else 2
 def settings(chapter):
     """A chapter's typed settings (already checked by _validate_config)."""
     return chapter_module(chapter, "settings").Settings.from_config(config)
+
+
+import tcrformer
+
+LIB = Path(tcrformer.__file__).parent  # the library this run imports
+
+
+def code_digest(*parts):
+    """sha256 of the library's source files under `parts` (folders or files of tcrformer):
+    a rule's param, so Snakemake's between-run cache (cache: True) keys on the code too.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        path = LIB / part
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(source.relative_to(LIB).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+# What shapes a trained model, and a language model's guesses: the cache key's code.
+TRAINING_CODE = code_digest("chapters/reversal", "models", "core/numerics.py")
+PLM_CODE = code_digest("chapters/plm", "core/numerics.py")
 
 
 def params_of(*names):

@@ -81,6 +81,7 @@ rule ensemble_summary:
         figure_data=result("ensemble", "figure_data.json"),
     log:
         log_for("ensemble_summary"),
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:

@@ -22,6 +22,7 @@ for figure in FIGURE_TABLE:
             svg=figure_files(figure.id)[1],
         log:
             log_for(figure.id),
+        localrule: True
         conda:
             "../../envs/plotting.yaml"
         params:
@@ -46,6 +47,7 @@ rule golden_table:
         ),
     log:
         log_for("golden_table"),
+    localrule: True
     conda:
         "../../envs/plotting.yaml"
     params:
@@ -69,6 +71,7 @@ rule manifest_table:
         ),
     log:
         log_for("manifest_table"),
+    localrule: True
     conda:
         "../../envs/plotting.yaml"
     params:

@@ -18,6 +18,7 @@ rule golden_check_chapter:
         md=result("{chapter}", "golden_report.md"),
     log:
         f"{LOGS}/golden_check_{{chapter}}.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:
@@ -34,6 +35,7 @@ rule golden_gate_chapter:
         result("{chapter}", "golden.ok"),
     log:
         f"{LOGS}/golden_gate_{{chapter}}.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:
@@ -49,6 +51,7 @@ rule merge_values:
         f"{RESULTS}/values.json",
     log:
         f"{LOGS}/merge_values.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     script:
@@ -69,6 +72,7 @@ rule golden_check:
         md=f"{RESULTS}/golden_report.md",
     log:
         f"{LOGS}/golden_check.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:
@@ -85,6 +89,7 @@ rule golden_gate:
         f"{RESULTS}/golden.ok",
     log:
         f"{LOGS}/golden_gate.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:
@@ -109,6 +114,7 @@ rule timings:
         md=f"{RESULTS}/timings.md",
     log:
         f"{LOGS}/timings.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:

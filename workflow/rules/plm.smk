@@ -15,13 +15,13 @@ rule plm_esm2:
         esm2=result("plm", "esm2.json"),
     log:
         log_for("plm_esm2"),
-    benchmark:
-        benchmark_for("plm_esm2")
+    cache: True
     conda:
         "../../envs/plm.yaml"
     threads: TORCH_THREADS
     params:
         config=params_of("plm", "numerics"),
+        code=PLM_CODE,
     script:
         "../scripts/plm_esm2.py"
 
@@ -34,13 +34,13 @@ rule plm_sceptr:
         sceptr=result("plm", "sceptr.json"),
     log:
         log_for("plm_sceptr"),
-    benchmark:
-        benchmark_for("plm_sceptr")
+    cache: True
     conda:
         "../../envs/plm.yaml"
     threads: TORCH_THREADS
     params:
         config=params_of("plm", "numerics"),
+        code=PLM_CODE,
     script:
         "../scripts/plm_sceptr.py"
 
@@ -57,13 +57,13 @@ rule plm_scan:
         summary=result("plm", "scan_summary.json"),
     log:
         log_for("plm_scan"),
-    benchmark:
-        benchmark_for("plm_scan")
+    cache: True
     conda:
         "../../envs/plm.yaml"
     threads: TORCH_THREADS
     params:
         config=params_of("plm", "numerics"),
+        code=PLM_CODE,
     script:
         "../scripts/plm_scan.py"
 
@@ -80,6 +80,7 @@ rule plm_values:
         values=result("plm", "values.json"),
     log:
         log_for("plm_values"),
+    localrule: True
     conda:
         "../../envs/plm.yaml"
     script:

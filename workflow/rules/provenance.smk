@@ -13,6 +13,7 @@ rule manifest:
         ),
     log:
         f"{LOGS}/manifest.log",
+    localrule: True
     conda:
         "../../envs/numeric.yaml"
     params:
@@ -21,3 +22,28 @@ rule manifest:
         config=config,
     script:
         "../scripts/manifest.py"
+
+
+rule benchmarks_table:
+    input:
+        f"{RESULTS}/manifest.json",
+    output:
+        csv=f"{RESULTS}/benchmarks.csv",
+        html=report(
+            f"{RESULTS}/benchmarks.html",
+            caption="../report/benchmarks.rst",
+            category="0. Golden check",
+        ),
+    log:
+        log_for("benchmarks_table"),
+    """Every benchmark file of the run as one table for the report (not in the manifest)."""
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        folder=lambda wc, output: os.path.join(
+            os.path.dirname(output.csv), "benchmarks"
+        ),
+        title=f"Benchmarks of run {RUN}",
+    script:
+        "../scripts/benchmarks_table.py"

@@ -22,8 +22,10 @@ rule train_reversal:
         numerics=result("{recipe}", "numerics.json"),
     log:
         log_for("train_reversal_{recipe}"),
-    benchmark:
-        benchmark_for("train_reversal_{recipe}")
+    # Between runs: with --cache, another run name with the same recipe reuses the weights
+    # (the key: the script, these params, the training code; no run-specific path). A cached
+    # rule can have no benchmark file: its time is in training_time.json instead.
+    cache: True
     conda:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
@@ -32,8 +34,8 @@ rule train_reversal:
         mem_mb=2000,
     params:
         recipe=lambda wc: REVERSAL[wc.recipe].training_params(),
-        checkpoints=lambda wc: result(wc.recipe, "checkpoints"),
         numerics=NUMERICS,
+        code=TRAINING_CODE,
     script:
         "../scripts/train_reversal.py"
 

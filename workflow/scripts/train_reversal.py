@@ -1,6 +1,11 @@
-"""Rule train_reversal: tcrformer.chapters.reversal.compute.train_reversal."""
+"""Rule train_reversal: tcrformer.chapters.reversal.compute.train_reversal.
+
+Its checkpoints go beside its outputs (<folder>/checkpoints/, declared by no rule), found
+from the output path: a run-specific path stays out of the params the cache keys on.
+"""
 
 import logging
+from pathlib import Path
 
 from tcrformer.core.io import write_named
 from tcrformer.core.runner import run, torch_numerics
@@ -12,12 +17,13 @@ def main(smk):
     from tcrformer.chapters.reversal.settings import Recipe
 
     recipe = Recipe(**smk.params.recipe)
+    checkpoints = Path(smk.output.model).parent / "checkpoints"
     log = logging.getLogger("tcrformer")
     log.info(
         "%s: seed %d, %d steps, impl %s, checkpoints in %s",
-        recipe.name, recipe.seed, recipe.steps, recipe.impl, smk.params.checkpoints,
+        recipe.name, recipe.seed, recipe.steps, recipe.impl, checkpoints,
     )  # fmt: skip
-    results = train_reversal(recipe, smk.params.checkpoints, numerics)
+    results = train_reversal(recipe, checkpoints, numerics)
     write_named(smk.output, results)
     log.info("%s: trained in %.1f s", recipe.name, results["timing"]["train_seconds"])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 
-CHAPTERS = ("toy", "notes", "plm", "reversal", "ensemble", "claims")
+CHAPTERS = ("toy", "notes", "plm", "reversal", "ensemble", "claims", "compare")
 
 
 def module(chapter: str, part: str):

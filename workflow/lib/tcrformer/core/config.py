@@ -160,9 +160,17 @@ def check(config: Mapping) -> None:
     """
     from tcrformer.chapters import settings_of
 
+    _check_files(config)
     for chapter in settings_of():
         chapter.from_config(config)
     _check_figures(config)
+
+
+def _check_files(config: Mapping) -> None:
+    """Files the config names must exist now, not when a rule first reads them."""
+    path = (config.get("golden") or {}).get("file")
+    if path and not Path(path).is_file():
+        raise ConfigError("golden.file", path, f"file not found ({Path(path).resolve()})")
 
 
 def _check_figures(config: Mapping) -> None:

@@ -1,8 +1,10 @@
 """Result files: every writer goes through here, so no result is ever half-written.
 
-Each function writes to a temporary file in the destination folder, flushes it to disk
-and renames it over the target (an atomic step on POSIX file systems). A process killed
-mid-write leaves either the old file or no file, never a truncated one.
+Each function writes to a temporary file in the destination folder, flushes it to disk,
+gives it the mode the user's umask gives a new file (0644 under the usual 022: the group
+and a web server can read the results), renames it over the target (an atomic step on POSIX
+file systems) and flushes the folder, so the rename itself survives a crash. A process
+killed mid-write leaves either the old file or no file, never a truncated one.
 """
 
 from __future__ import annotations
@@ -39,10 +41,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp_path, new_file_mode())  # mkstemp made it 0600
         os.replace(tmp_path, target)
+        fsync_folder(target.parent)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def new_file_mode() -> int:
+    """The mode open() gives a new file under this process's umask: 0o666 & ~umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries to disk (a rename is only durable once its folder is)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -111,3 +111,19 @@ def manifest_html(manifest: Mapping, title: str) -> str:
         _table(("file", "rule", "bytes", "sha256"), rows),
     ]
     return _page(title, "\n".join(body))
+
+
+def benchmarks_html(frame, title: str) -> str:
+    """Every benchmarked job of the run: wall time, max RSS, CPU time (machine-dependent)."""
+    rows = [
+        "<tr>" + _cell(r.job) + _cell(f"{r.wall_seconds:.1f}", "num")
+        + _cell(f"{r.max_rss_mb:.0f}", "num") + _cell(f"{r.cpu_seconds:.1f}", "num") + "</tr>"
+        for r in frame.itertuples(index=False)
+    ]  # fmt: skip
+    note = (
+        "<p>Measured by Snakemake's <code>benchmark:</code> directive on the machine that ran "
+        "the job; they vary from run to run and are never compared. Cached rules (the "
+        "training, the language models) have no benchmark: see training_time.json.</p>"
+    )
+    headers = ["job", "wall time (s)", "max RSS (MB)", "CPU time (s)"]
+    return _page(title, note + _table(headers, rows))

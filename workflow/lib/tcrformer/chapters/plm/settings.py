@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tcrformer import AMINO_ACIDS
 from tcrformer.core.config import ConfigError
@@ -152,8 +153,32 @@ def _germline(section: Mapping) -> Germline:
     )
 
 
+def regression_path(checkpoint: Path) -> Path:
+    """Where fair-esm looks for the contact-regression weights of `checkpoint`."""
+    return checkpoint.with_name(f"{checkpoint.stem}-contact-regression.pt")
+
+
+def check_checkpoint(checkpoint: str) -> None:
+    """A configured checkpoint must be there, with its contact-regression file beside it,
+    before any rule runs: one line naming the key and the path."""
+    key, path = "plm.esm2.checkpoint", Path(checkpoint)
+    if not path.is_file():
+        raise ConfigError(key, checkpoint, f"file not found ({path})")
+    if not path.stem.startswith("esm2"):
+        raise ConfigError(
+            key, checkpoint, "file name must start with 'esm2' (fair-esm picks the model by name)"
+        )
+    regression = regression_path(path)
+    if not regression.is_file():
+        raise ConfigError(
+            key, checkpoint, f"its contact-regression file {regression} is not there beside it"
+        )
+
+
 def _esm2(section: Mapping) -> Esm2Options:
     checkpoint = section.get("checkpoint")
+    if checkpoint:
+        check_checkpoint(str(checkpoint))
     return Esm2Options(
         model=section["model"],
         checkpoint=str(checkpoint) if checkpoint else None,

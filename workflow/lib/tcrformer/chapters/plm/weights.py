@@ -11,12 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tcrformer.chapters.plm.settings import Esm2Options
+from tcrformer.chapters.plm.settings import Esm2Options, regression_path
 
-
-def regression_path(checkpoint: Path) -> Path:
-    """Where fair-esm looks for the contact-regression weights of `checkpoint`."""
-    return checkpoint.with_name(f"{checkpoint.stem}-contact-regression.pt")
+__all__ = ["checkpoint_path", "hub_dir", "regression_path", "weight_files"]
 
 
 def hub_dir() -> Path:
