@@ -14,6 +14,7 @@ from tcrformer.plotting import style
 from tcrformer.plotting.reversal import written_tokens
 
 WEIGHT = "attention weight (fraction)"
+LINE_STYLES = ("-", "--")  # the second run dashed over the first: both show where they agree
 
 
 def writers(stem: str, fig: Figure) -> dict[str, Callable[[str], None]]:
@@ -39,7 +40,6 @@ def _note(ax: Axes, lines: list[str], centre: bool) -> None:
         ha="center" if centre else "right",
         va="center" if centre else "top",
         fontsize=8,
-        color=style.MUTED if not centre else "black",
     )
 
 
@@ -48,13 +48,17 @@ def draw_losses(runs: Mapping) -> Figure:
     fig = style.new_figure(8.0, 4.5)
     ax = fig.subplots()
     colours = style.categorical_colours(len(runs))
-    missing = []
-    for (name, data), colour in zip(runs.items(), colours, strict=True):
+    missing, drawn_curves = [], []
+    for i, ((name, data), colour) in enumerate(zip(runs.items(), colours, strict=True)):
         if data.losses is None or data.losses.empty:
             missing.append(name)
             continue
-        ax.plot(data.losses["step"], data.losses["loss"], color=colour, lw=0.8, label=f"run {name}")
+        ax.plot(data.losses["step"], data.losses["loss"], color=colour, lw=2.0 - 1.2 * (i > 0),
+                ls=LINE_STYLES[i % len(LINE_STYLES)], label=f"run {name}")  # fmt: skip
+        drawn_curves.append(data.losses[["step", "loss"]].reset_index(drop=True))
     notes = [f"run {name}: no reversal/losses.csv, not drawn" for name in missing]
+    if len(drawn_curves) == 2 and drawn_curves[0].equals(drawn_curves[1]):
+        notes.append("the two curves are identical")
     drawn = len(missing) < len(runs)
     if drawn:
         ax.set_ylim(0, None)
@@ -68,8 +72,8 @@ def draw_losses(runs: Mapping) -> Figure:
     return fig
 
 
-def _heatmap(ax: Axes, weights, title: str):
-    image = ax.imshow(weights, cmap=style.SEQUENTIAL_CMAP, vmin=0, vmax=1)
+def _heatmap(ax: Axes, weights, title: str, aspect: str = "equal"):
+    image = ax.imshow(weights, cmap=style.SEQUENTIAL_CMAP, vmin=0, vmax=1, aspect=aspect)
     ax.set_title(title, fontsize=9)
     return image
 
@@ -97,7 +101,7 @@ def draw_attention(runs: Mapping) -> Figure:
             heads = data.cross_attention.shape[0]
             mean = data.cross_attention.mean(axis=0)
             title = f"run {name}: reversal cross-attention, mean of {heads} heads"
-            image = _heatmap(ax, mean, title)
+            image = _heatmap(ax, mean, title, aspect="auto")  # a short output: one row
             style.label_residues(ax, data.source, axis="x", rotate=True)
             ax.set_yticks(range(mean.shape[0]), written_tokens(data.output, mean.shape[0]))
             ax.set_xlabel("source residue (read by the encoder)")

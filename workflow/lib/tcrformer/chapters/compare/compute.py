@@ -158,13 +158,18 @@ def config_diff(
 
 
 def _md(value: Any, limit: int = 48) -> str:
-    if value == "":
-        return "—"
+    """A value as one Markdown table cell (an empty string as "")."""
+    if isinstance(value, str) and not value:
+        return '""'
     return short(value, limit).replace("|", "\\|").replace("\n", " ")
 
 
 def _side(row: Mapping[str, Any], side: str) -> str:
     return _md(row[side]) if side in row else "(absent)"
+
+
+def _value(values: Mapping[str, Any], key: str) -> str:
+    return _md(values[key]) if key in values else "(absent)"
 
 
 def summary_markdown(
@@ -204,8 +209,8 @@ def summary_markdown(
         "",
         "## Config diff",
         "",
-        "From the two manifests: every dotted key whose value differs "
-        + ", ".join(f"({n} in {s})" for s, n in diffs["differ"].items())
+        "From the two manifests, every dotted key whose value differs: "
+        + ", ".join(f"{n} in {s}" for s, n in diffs["differ"].items())
         + ".",
         "",
     ]
@@ -218,17 +223,18 @@ def summary_markdown(
         lines += [f"| key | {a} | {b} |", "|---|---|---|"]
         lines += [f"| `{k}` | {_side(r, 'a')} | {_side(r, 'b')} |" for k, r in rows.items()]
         lines.append("")
-    for title, part in (("Values that differ", differing), ("Values that agree", None)):
-        part = table[~table["differs"]] if part is None else part
+    agree = table[~table["differs"]]
+    for title, part in (("Values that differ", differing), ("Values that agree", agree)):
         lines += [f"## {title} ({len(part)})", ""]
         if part.empty:
             lines += ["None.", ""]
             continue
         lines += [f"| key | {a} | {b} | difference | rule |", "|---|---|---|---|---|"]
         for row in part.itertuples(index=False):
+            difference = "—" if row.difference == "" else _md(row.difference)  # one run only
             lines.append(
-                f"| `{row.key}` | {_md(row.value_a)} | {_md(row.value_b)} "
-                f"| {_md(row.difference)} | {row.rule} |"
+                f"| `{row.key}` | {_value(runs[a].values, row.key)} "
+                f"| {_value(runs[b].values, row.key)} | {difference} | {row.rule} |"
             )
         lines.append("")
     return "\n".join(lines)
