@@ -40,3 +40,4 @@ rule all:
         rules.figures.input,
         rules.manifest_table.output,
         rules.benchmarks_table.output,
+        rules.report_landing.output,

@@ -78,7 +78,9 @@ def write_config(path: Path, overrides: dict) -> Path:
 
 
 def default_config() -> dict:
-    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    """The workflow's config: config/config.yaml, then config/claims.yaml (as the Snakefile)."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return {**config, **yaml.safe_load((ROOT / "config" / "claims.yaml").read_text())}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -98,6 +98,15 @@ def figure_files(figure_id):
     return [f"{FIGURES}/{figure_id}.png", f"{FIGURES}/{figure_id}.svg"]
 
 
+def report_sections():
+    """{report section: the ids of its figures}, for the report's front page."""
+    sections = {}
+    for figure in FIGURE_TABLE:
+        if figure.chapter in (*CHAPTERS, None):
+            sections.setdefault(figure.category, []).append(figure.id)
+    return dict(sorted(sections.items()))
+
+
 def chapter_figures(chapter):
     """The PNG and SVG of every figure drawn from a chapter's data (None: the schematics)."""
     return [p for f in FIGURE_TABLE if f.chapter == chapter for p in figure_files(f.id)]

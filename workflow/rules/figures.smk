@@ -35,8 +35,8 @@ for figure in FIGURE_TABLE:
         register(getattr(rules, figure.id))
 
 
+# The run's golden report as a table that reads in the report (the JSON is raw text).
 rule golden_table:
-    """The run's golden report as a table that reads in the report (the JSON is raw text)."""
     input:
         f"{RESULTS}/golden_report.json",
     output:
@@ -59,8 +59,8 @@ rule golden_table:
 register(rules.golden_table)
 
 
+# The manifest as a table. Not registered: the manifest lists every registered file.
 rule manifest_table:
-    """The manifest as a table. Not registered: the manifest lists every registered file."""
     input:
         f"{RESULTS}/manifest.json",
     output:

@@ -24,6 +24,7 @@ rule manifest:
         "../scripts/manifest.py"
 
 
+# Every benchmark file of the run as one table for the report (not in the manifest).
 rule benchmarks_table:
     input:
         f"{RESULTS}/manifest.json",
@@ -36,7 +37,6 @@ rule benchmarks_table:
         ),
     log:
         log_for("benchmarks_table"),
-    """Every benchmark file of the run as one table for the report (not in the manifest)."""
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -47,3 +47,26 @@ rule benchmarks_table:
         title=f"Benchmarks of run {RUN}",
     script:
         "../scripts/benchmarks_table.py"
+
+
+# The report's front page: the run, its commit and config, the golden counts, numerics.
+rule report_landing:
+    input:
+        manifest=f"{RESULTS}/manifest.json",
+        golden=f"{RESULTS}/golden_report.json",
+    output:
+        report(
+            f"{RESULTS}/landing.html",
+            caption="../report/landing.rst",
+            category="0. Run",
+        ),
+    log:
+        log_for("report_landing"),
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        run=RUN,
+        chapters=report_sections(),
+    script:
+        "../scripts/report_landing.py"

@@ -139,7 +139,7 @@ def draw_cdr3_scan(
         _draw_scan(ax, scan[scan["model"] == model], summary.get(model, {}), title)
     handles = [Patch(color=c, label=s) for s, c in style.SEGMENT_COLOURS.items()]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, title="encoded by")
-    fig.suptitle("Fig. 7  Hide each CDR3β residue in turn: germline residues are easy to guess")
+    fig.suptitle("Fig. 7  Hide each CDR3β residue in turn: germline-encoded vs junctional residues")
     return fig
 
 

@@ -127,3 +127,33 @@ def benchmarks_html(frame, title: str) -> str:
     )
     headers = ["job", "wall time (s)", "max RSS (MB)", "CPU time (s)"]
     return _page(title, note + _table(headers, rows))
+
+
+def landing_html(run: str, manifest: Mapping, golden: Mapping, chapters: Mapping[str, list]) -> str:
+    """The report's front page: which run this is, how its golden check went, the numerics in
+    force, and what each section holds. `chapters` maps a report section to its figure ids."""
+    from tcrformer.core.numerics import one_line
+
+    git = manifest.get("git", {})
+    counts = golden.get("summary", {})
+    verdict = "; ".join(f"{n} {status}" for status, n in counts.items())
+    facts = {
+        "run": run,
+        "commit": f"{git.get('commit', 'unknown')}"
+        + (" (with local changes)" if git.get("dirty") else ""),
+        "config sha256": manifest.get("config_sha256", ""),
+        "golden check": verdict,
+    }
+    numerics = {process: one_line(n) for process, n in manifest.get("numerics", {}).items()}
+    sections = [f"<li><b>{html.escape(name)}</b>: {html.escape(', '.join(ids) or '-')}</li>"
+                for name, ids in chapters.items()]  # fmt: skip
+    body = [
+        _key_values(facts),
+        "<h2>Numerics in force</h2>",
+        _key_values(numerics),
+        "<h2>The sections of this report</h2>",
+        "<ul>" + "".join(sections) + "</ul>",
+        "<p>Each section is in the report's menu; every figure has its caption, and the "
+        "golden table and the manifest are in section 0.</p>",
+    ]
+    return _page(f"Run {run}", "\n".join(body))

@@ -95,7 +95,7 @@ def draw_head_plane(
 ) -> Figure:
     """Fig. 2: the focus residue's query and every key of head 1 as arrows in the plane.
 
-    `focus` is the 1-based position (the arginine, 6). Keys that coincide share one arrow;
+    `focus` is the 1-based position of the query drawn. Keys that coincide share one arrow;
     the query is the wide pale arrow underneath, so a key pointing its way stays visible.
     """
     query = queries[focus - 1]
@@ -184,7 +184,7 @@ def draw_heads(maps: np.ndarray, sequence: str, head_names: Sequence[str]) -> Fi
     style.label_residues(axes[0], sequence, axis="y")
     axes[0].set_ylabel("query (attending)")
     style.colorbar(fig, image, list(axes), "attention weight (fraction)")
-    fig.suptitle("Fig. 4  The four heads of the toy model")
+    fig.suptitle(f"Fig. 4  The {len(head_names)} heads of the toy model")
     return fig
 
 
