@@ -7,6 +7,15 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+# The library beside these rules, ahead of any installed copy: the rule files parse in a bare
+# clone (snakemake --lint, as the workflow catalog runs it), and the jobs' scripts import it.
+_LIB_DIR = str(Path(workflow.current_basedir).resolve().parent / "lib")
+sys.path.insert(0, _LIB_DIR)
+
+from tcrformer import share_library  # noqa: E402
+
+share_library(_LIB_DIR)
+
 from tcrformer.chapters import module as chapter_module
 from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.core.config import (

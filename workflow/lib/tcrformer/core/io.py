@@ -18,9 +18,10 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import numpy as np
 
 
 class ResultFileError(ValueError):
@@ -107,12 +108,16 @@ def read_json(path: str | os.PathLike) -> Any:
 
 def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
     """Save one array in .npy format (no pickling: loadable with allow_pickle=False)."""
+    import numpy as np
+
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
     write_bytes(path, buffer.getvalue())
 
 
 def read_npy(path: str | os.PathLike) -> np.ndarray:
+    import numpy as np
+
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:

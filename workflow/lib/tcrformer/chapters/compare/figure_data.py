@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tcrformer.core.io import read_json, read_npy
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import numpy as np
+    import pandas as pd
 
 FILES = {
     "manifest": "manifest.json",
@@ -56,6 +57,8 @@ def paths(folder: str | Path) -> dict[str, str]:
 
 
 def read(paths: Mapping[str, str]) -> RunData:
+    import pandas as pd
+
     present = {name: Path(paths[name]).is_file() for name in OPTIONAL}
     reversal = present["cross_attention"] and present["reversal_figure_data"]
     labels = read_json(paths["reversal_figure_data"]) if reversal else {}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from tcrformer.core.io import read_json
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import pandas as pd
 
 FILES = {
     "figure_data": "figure_data.json",
@@ -31,6 +33,8 @@ class EnsembleFigures:
 
 
 def read(paths: Mapping[str, str]) -> EnsembleFigures:
+    import pandas as pd
+
     data = read_json(paths["figure_data"])
     data["published_losses"] = {int(s): v for s, v in data["published_losses"].items()}
     return EnsembleFigures(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tcrformer.core.io import ResultFileError, read_json, read_npy
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import numpy as np
+    import pandas as pd
 
 FILES = {
     "figure_data": "figure_data.json",
@@ -26,6 +27,8 @@ class NotesFigures:
 
 
 def read(paths: Mapping[str, str]) -> NotesFigures:
+    import pandas as pd
+
     try:
         breakdown = pd.read_csv(paths["breakdown_csv"])
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tcrformer.core.io import ResultFileError, read_json
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import pandas as pd
 
 FILES = {
     "esm2": "esm2.json",
@@ -33,6 +34,8 @@ class PlmFigures:
 
 
 def read(paths: Mapping[str, str]) -> PlmFigures:
+    import pandas as pd
+
     try:
         scan = pd.read_csv(paths["scan"])
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from tcrformer.core.io import read_json, read_npy
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import numpy as np
+    import pandas as pd
 
 FILES = {
     "figure_data": "figure_data.json",
@@ -43,6 +45,8 @@ def labels(recipe, values: Mapping, evaluation) -> dict:
 
 
 def read(paths: Mapping[str, str]) -> ReversalFigures:
+    import pandas as pd
+
     data = read_json(paths["figure_data"])
     data["report_losses"] = {int(step): loss for step, loss in data["report_losses"].items()}
     return ReversalFigures(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tcrformer.core.io import read_json, read_npy
+
+if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
+    import numpy as np
 
 FILES = {
     "figure_data": "figure_data.json",
