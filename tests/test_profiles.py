@@ -57,6 +57,9 @@ def test_every_profile_resumes_a_killed_run(name):
     assert load(name)["rerun-incomplete"] is True
 
 
+TRAINING_RULES = {"train_reversal", "train_ensemble", "train_claim_arm"}
+
+
 def test_default_profile_is_cpu_only():
     profile = load("default")
     assert "set-threads" not in profile  # torch threads are numerics.threads (config)
@@ -68,8 +71,8 @@ def test_default_profile_is_cpu_only():
 def test_gpu_profile_gives_the_training_rule_one_gpu():
     profile = load("gpu")
     gpu_rules = {r for r, res in profile["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == {"train_reversal"}
-    assert profile["set-resources"]["train_reversal"]["gpu"] == 1
+    assert gpu_rules == TRAINING_RULES
+    assert all(profile["set-resources"][r]["gpu"] == 1 for r in TRAINING_RULES)
     assert profile["config"]["reversal"]["device"] == "cuda"
     assert "executor" not in profile
 
@@ -79,9 +82,10 @@ def test_slurm_profile_has_what_a_cluster_needs():
     assert profile["executor"] == "slurm"
     defaults = profile["default-resources"]
     assert defaults["slurm_partition"] and defaults["mem_mb"] > 0 and defaults["runtime"] > 0
-    training = profile["set-resources"]["train_reversal"]
-    assert training["gpu"] == 1 and training["cpus_per_gpu"] >= 1
-    assert training["slurm_partition"] != defaults["slurm_partition"]
+    for rule in TRAINING_RULES:
+        training = profile["set-resources"][rule]
+        assert training["gpu"] == 1 and training["cpus_per_gpu"] >= 1
+        assert training["slurm_partition"] != defaults["slurm_partition"]
     assert profile["slurm-status-command"] == "squeue"
     assert profile["slurm-init-seconds-before-status-checks"] >= 1
 
@@ -91,9 +95,11 @@ def test_slurm_profile_marks_the_lines_a_site_edits():
     site = [line.strip() for line in text.splitlines() if "# SITE" in line]
     for what in ("slurm_partition", "slurm_account", "gpu_model"):
         assert any(line.lstrip("# ").startswith(what) for line in site), what
-    # exactly the two partition lines are live; account and GPU model are opt-in
+    # only partition lines are live (the default one, and the GPU one of each training
+    # rule); the account and the GPU model are opt-in
     live = [line for line in site if not line.startswith("#")]
-    assert len(live) == 2 and all(line.startswith("slurm_partition:") for line in live)
+    assert len(live) == 1 + len(TRAINING_RULES)
+    assert all(line.startswith("slurm_partition:") for line in live)
 
 
 def test_slurm_option_names_exist_in_the_installed_plugin():

@@ -112,14 +112,16 @@ SITE_LINE = re.compile(r"^(\s*slurm_partition:\s*)(\S+)(\s+# SITE\b.*)$")
 
 
 def site_edit(profile_text: str) -> str:
-    """What a site does to profiles/slurm/config.yaml: set the partition names."""
-    edited, partitions = [], iter(LOCAL_PARTITIONS)
+    """What a site does to profiles/slurm/config.yaml: set the partition names (the first
+    SITE partition line is the default partition, every later one a training rule's GPU)."""
+    edited, seen = [], 0
     for line in profile_text.splitlines():
         match = SITE_LINE.match(line)
         if match:
-            line = match[1] + next(partitions) + match[3]
+            line = match[1] + LOCAL_PARTITIONS[min(seen, 1)] + match[3]
+            seen += 1
         edited.append(line)
-    assert next(partitions, None) is None, "the profile has fewer SITE partition lines"
+    assert seen >= 2, "the profile has fewer SITE partition lines"
     return "\n".join(edited) + "\n"
 
 
@@ -127,7 +129,7 @@ def test_site_edit_changes_only_site_lines():
     original = (ROOT / "profiles/slurm/config.yaml").read_text().splitlines()
     edited = site_edit("\n".join(original)).splitlines()
     changed = [(a, b) for a, b in zip(original, edited, strict=True) if a != b]
-    assert len(changed) == 2, changed
+    assert len(changed) == 4, changed  # the default partition and three training rules
     assert all("# SITE" in a and "# SITE" in b for a, b in changed)
 
 

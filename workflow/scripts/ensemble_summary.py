@@ -5,7 +5,7 @@ import pandas as pd
 from tcrformer.chapters.ensemble.compute import ensemble_summary
 from tcrformer.core import golden
 from tcrformer.core.io import read_json, write_named
-from tcrformer.core.manifest import config_digest
+from tcrformer.core.manifest import config_digest, git_state
 from tcrformer.core.runner import run
 
 
@@ -18,6 +18,7 @@ def main(smk):
         "run": smk.params.run,
         "command": smk.params.command,
         "config_sha256": config_digest(smk.config),
+        "summarised_at_commit": git_state()["commit"],
     }
     results = ensemble_summary(
         smk.params.recipe,
