@@ -21,6 +21,7 @@ from tcrformer.chapters.reversal.evaluate import antidiagonal_mean, evaluate, ex
 from tcrformer.chapters.reversal.model import build_model, load_model, save_model, state_dicts_equal
 from tcrformer.chapters.reversal.settings import recipe_from_config, resolve_device, with_overrides
 from tcrformer.chapters.reversal.train import (
+    CHECKPOINT_FORMAT,
     LinearSchedule,
     NoamSchedule,
     checkpoint_path,
@@ -262,7 +263,7 @@ def test_corrupt_or_foreign_checkpoints_are_errors_naming_the_file(tmp_path):
     ckpt.write_bytes(b"not a checkpoint")
     with pytest.raises(ResultFileError, match=str(ckpt)):
         train(tiny(), checkpoint_dir=tmp_path)
-    torch.save({"format": 1, "fingerprint": "0" * 16, "step": 1}, ckpt)
+    torch.save({"format": CHECKPOINT_FORMAT, "fingerprint": "0" * 16, "step": 1}, ckpt)
     with pytest.raises(ResultFileError, match="different recipe"):
         train(tiny(), checkpoint_dir=tmp_path)
 

@@ -126,6 +126,18 @@ def read_npy(path: str | os.PathLike) -> np.ndarray:
         raise ResultFileError(f"{path}: not a readable .npy array ({err})") from None
 
 
+def read_csv(path: str | os.PathLike, **options):
+    """A pandas DataFrame from a CSV file; an unreadable file is an error naming it."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path, **options)
+    except FileNotFoundError:
+        raise ResultFileError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ResultFileError(f"{path}: not a readable CSV ({err})") from None
+
+
 def write_csv(path: str | os.PathLike, frame) -> None:
     """Write a pandas DataFrame as CSV with a fixed float format and no index."""
     write_text(path, frame.to_csv(index=False, lineterminator="\n"))

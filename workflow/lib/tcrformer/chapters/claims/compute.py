@@ -26,6 +26,7 @@ import pandas as pd
 from tcrformer.chapters.claims import analytic
 from tcrformer.chapters.claims.settings import Settings
 from tcrformer.chapters.claims.verdicts import Measurements, judge
+from tcrformer.core.io import read_csv
 
 SPIKE_WINDOW, SPIKE_FACTOR, SPIKE_AFTER = 50, 1.5, 100
 FINAL_STEPS = 100  # the final loss: the mean of the last steps
@@ -266,7 +267,7 @@ def evaluate_claim_arm(
     from tcrformer.chapters.reversal.model import load_model
 
     model, architecture = load_model(model_path, recipe.impl)
-    history = pd.read_csv(history_path)
+    history = read_csv(history_path)
     src, tgt = heldout(recipe)
     correct = exact_rows(model, src, tgt)
     lengths = (src != 0).sum(1).numpy()

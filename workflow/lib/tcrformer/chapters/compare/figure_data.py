@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tcrformer.core.io import read_json, read_npy
+from tcrformer.core.io import read_csv, read_json, read_npy
 
 if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
     import numpy as np
@@ -57,7 +57,6 @@ def paths(folder: str | Path) -> dict[str, str]:
 
 
 def read(paths: Mapping[str, str]) -> RunData:
-    import pandas as pd
 
     present = {name: Path(paths[name]).is_file() for name in OPTIONAL}
     reversal = present["cross_attention"] and present["reversal_figure_data"]
@@ -67,7 +66,7 @@ def read(paths: Mapping[str, str]) -> RunData:
         values=read_json(paths["values"]),
         sequence=read_json(paths["toy_figure_data"])["sequence"],
         toy_attention=read_npy(paths["toy_attention"]),
-        losses=pd.read_csv(paths["losses"]) if present["losses"] else None,
+        losses=read_csv(paths["losses"]) if present["losses"] else None,
         cross_attention=read_npy(paths["cross_attention"]) if reversal else None,
         source=labels.get("source"),
         output=labels.get("output"),

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from tcrformer.chapters.ensemble import distributions
-from tcrformer.core.io import ResultFileError
+from tcrformer.core.io import ResultFileError, read_csv
 from tcrformer.core.numerics import one_line
 
 
@@ -63,7 +63,7 @@ def evaluate_ensemble(recipe, models: str, losses: str) -> dict[str, Any]:
 
     seed = recipe.seed
     model = load_seed_model(models, seed, recipe.impl)
-    frame = pd.read_csv(losses)
+    frame = read_csv(losses)
     frame = frame[frame["seed"] == seed][["step", "loss"]].reset_index(drop=True)
     if len(frame) != recipe.steps:
         raise ResultFileError(f"{losses}: expected {recipe.steps} steps of seed {seed}")

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tcrformer.core.io import read_json
+from tcrformer.core.io import read_csv, read_json
 
 if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
     import pandas as pd
@@ -33,10 +33,9 @@ class EnsembleFigures:
 
 
 def read(paths: Mapping[str, str]) -> EnsembleFigures:
-    import pandas as pd
 
     data = read_json(paths["figure_data"])
     data["published_losses"] = {int(s): v for s, v in data["published_losses"].items()}
     return EnsembleFigures(
-        seeds=pd.read_csv(paths["seeds"]), loss_bands=pd.read_csv(paths["loss_bands"]), **data
+        seeds=read_csv(paths["seeds"]), loss_bands=read_csv(paths["loss_bands"]), **data
     )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tcrformer.core.io import ResultFileError, read_json, read_npy
+from tcrformer.core.io import read_csv, read_json, read_npy
 
 if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
     import numpy as np
@@ -27,14 +27,8 @@ class NotesFigures:
 
 
 def read(paths: Mapping[str, str]) -> NotesFigures:
-    import pandas as pd
-
-    try:
-        breakdown = pd.read_csv(paths["breakdown_csv"])
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise ResultFileError(f"{paths['breakdown_csv']}: not a readable CSV ({err})") from None
     return NotesFigures(
         pe_table=read_npy(paths["pe_table"]),
-        breakdown=breakdown,
+        breakdown=read_csv(paths["breakdown_csv"]),
         teacher_forcing=read_json(paths["figure_data"]),
     )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tcrformer.core.io import ResultFileError, read_json
+from tcrformer.core.io import read_csv, read_json
 
 if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
     import pandas as pd
@@ -34,15 +34,9 @@ class PlmFigures:
 
 
 def read(paths: Mapping[str, str]) -> PlmFigures:
-    import pandas as pd
-
-    try:
-        scan = pd.read_csv(paths["scan"])
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise ResultFileError(f"{paths['scan']}: not a readable CSV ({err})") from None
     return PlmFigures(
         esm2=read_json(paths["esm2"]),
         sceptr=read_json(paths["sceptr"]),
-        scan=scan,
+        scan=read_csv(paths["scan"]),
         scan_summary=read_json(paths["scan_summary"]),
     )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tcrformer.core.io import read_json, read_npy
+from tcrformer.core.io import read_csv, read_json, read_npy
 
 if TYPE_CHECKING:  # imported where used: the Snakefile reads FILES at start-up
     import numpy as np
@@ -45,10 +45,9 @@ def labels(recipe, values: Mapping, evaluation) -> dict:
 
 
 def read(paths: Mapping[str, str]) -> ReversalFigures:
-    import pandas as pd
 
     data = read_json(paths["figure_data"])
     data["report_losses"] = {int(step): loss for step, loss in data["report_losses"].items()}
     return ReversalFigures(
-        losses=pd.read_csv(paths["losses"]), attention=read_npy(paths["attention"]), **data
+        losses=read_csv(paths["losses"]), attention=read_npy(paths["attention"]), **data
     )

@@ -14,7 +14,7 @@ import pandas as pd
 from tcrformer.chapters.reversal.evaluate import Evaluation
 from tcrformer.chapters.reversal.settings import Recipe
 from tcrformer.chapters.reversal.train import label_smoothing_floor
-from tcrformer.core.io import ResultFileError
+from tcrformer.core.io import ResultFileError, read_csv
 
 LOSS_DIGITS = 6
 
@@ -29,10 +29,7 @@ def losses_frame(losses: np.ndarray, seed: int | None = None) -> pd.DataFrame:
 
 
 def read_losses(path: str, steps: int) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise ResultFileError(f"{path}: not a readable losses CSV ({err})") from None
+    frame = read_csv(path)
     if list(frame.columns) != ["step", "loss"] or len(frame) != steps:
         raise ResultFileError(f"{path}: expected columns step, loss and {steps} rows")
     return frame
