@@ -107,7 +107,5 @@ rule bench_numerics:
     conda:
         "../../envs/torch.yaml"
     threads: 2
-    params:
-        folder=lambda wc, output: os.path.dirname(output.csv),
-    shell:
-        "python bench/bench_numerics.py --out {params.folder} > {log} 2>&1"
+    script:
+        "../scripts/bench_numerics.py"

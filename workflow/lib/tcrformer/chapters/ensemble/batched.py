@@ -98,7 +98,10 @@ def train_batched(recipe: Recipe, seeds: list[int]) -> list[Trained]:
         ]
         src = torch.stack([b[0] for b in batches]).to(device)  # (K, B, Ls)
         tgt = torch.stack([b[1] for b in batches]).to(device)  # (K, B, Lt + 1)
-        grads, loss = loss_and_grads(params, buffers, src, tgt)
+        # Detached: torch.func differentiates its own inputs; with the leaves themselves the
+        # gradients would carry an outer autograd graph that every step would keep alive.
+        detached = {name: param.detach() for name, param in params.items()}
+        grads, loss = loss_and_grads(detached, buffers, src, tgt)
         clip_per_seed(grads, recipe.grad_clip)
         for name, param in params.items():
             param.grad = grads[name]
