@@ -24,7 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+if "snakemake" in globals():  # the rule's script: directive runs a copy under .snakemake/
+    ROOT = Path(globals()["snakemake"].scriptdir).resolve().parent
+else:
+    ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "bench_numerics.py"  # each block's fresh process runs this file
 VARIANTS = {  # label: (numerics.mode, threads; None = numerics.threads)
     "portable": ("portable", None),
     "native, same threads": ("native", None),
@@ -60,7 +64,7 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
 
 
 def run_block(args, mode: str, threads: int) -> dict:
-    command = [sys.executable, __file__, "--worker", mode, str(threads)]
+    command = [sys.executable, str(SCRIPT), "--worker", mode, str(threads)]
     command += ["--config", str(args.config), "--steps", str(args.steps)]
     command += ["--warmup", str(args.warmup)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -180,5 +184,15 @@ def main(argv=None) -> None:
     print(text)
 
 
-if __name__ == "__main__":
+def from_snakemake(smk) -> None:
+    """Rule `bench_numerics`: the same run, into the rule's folder and log, with the
+    interpreter Snakemake chose for the rule (the conda environment's under --sdm conda)."""
+    with open(smk.log[0], "w") as log:
+        sys.stdout = sys.stderr = log
+        main(["--out", str(Path(smk.output.csv).parent)])
+
+
+if "snakemake" in globals():
+    from_snakemake(globals()["snakemake"])
+elif __name__ == "__main__":
     main()

@@ -67,7 +67,8 @@ def rules_of(path: Path) -> list[str]:
     """The rules of a file that run a script of their own name (not targets or benches)."""
     scripts = rules_and_scripts()
     names = re.findall(r"^rule (\w+):", path.read_text(), flags=re.M)
-    return [name for name in names if scripts.get(name) == name]
+    in_scripts = set(re.findall(r'script:\s*\n\s*"\.\./scripts/(\w+)\.py"', path.read_text()))
+    return [name for name in names if scripts.get(name) == name and name in in_scripts]
 
 
 def test_every_chapter_is_checked_by_the_config_check():

@@ -108,4 +108,4 @@ rule bench_numerics:
         "../../envs/torch.yaml"
     threads: 2
     script:
-        "../scripts/bench_numerics.py"
+        "../../bench/bench_numerics.py"
