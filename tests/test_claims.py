@@ -192,6 +192,24 @@ def test_no_clipping_takes_the_norm_and_clips_nothing():
     assert torch.isfinite(loss) and norm > 0
 
 
+def test_beam_and_greedy_outputs_are_scored_by_one_function():
+    """Width 1 writes greedy's output, so the two scores are the same to the bit: an equal
+    output must never look better or worse (the beam's incremental float32 score differs
+    from the teacher-forced one by ~1e-8)."""
+    from dataclasses import replace
+
+    from tcrformer.chapters.claims.compute import beam_metrics
+    from tcrformer.chapters.reversal.data import random_batch
+
+    recipe = replace(SETTINGS.recipe("baseline", 0), d_model=16, num_heads=2, d_ff=32)
+    torch.manual_seed(0)
+    model = build_model(recipe.architecture(), recipe.impl).eval()
+    src, tgt = random_batch(64, 4, 12, torch.Generator().manual_seed(1))
+    scores = beam_metrics(model, src, tgt, width=1)
+    assert scores["beam_exact"] == scores["greedy_exact"]
+    assert scores["beam_logprob"] == scores["greedy_logprob"]
+
+
 # The reduced run, as CI runs it -------------------------------------------------------------
 
 

@@ -161,7 +161,12 @@ def calibration(model, src, tgt) -> dict[str, Any]:
 
 
 def beam_metrics(model, src, tgt, width: int) -> dict[str, float]:
-    """Greedy against beam search: exact reversals and the mean sequence log-probability."""
+    """Greedy against beam search: exact reversals and the mean sequence log-probability.
+
+    Both decoders' outputs are scored by the one teacher-forced pass (sequence_log_prob),
+    so the same output gets the same score to the bit. The beam's own running score comes
+    from incremental float32 steps and differs from it by ~1e-8, which alone would make an
+    equal output look worse or better."""
     import torch
 
     from tcrformer.chapters.reversal.data import BOS, EOS, PAD
@@ -170,8 +175,9 @@ def beam_metrics(model, src, tgt, width: int) -> dict[str, float]:
 
     max_len = tgt.size(1) - 1
     greedy = greedy_decode(model, src, max_len=max_len, bos=BOS, eos=EOS, pad_idx=PAD)
-    beam, beam_logprob = beam_search(model, src, max_len, BOS, EOS, width, PAD)
+    beam, _ = beam_search(model, src, max_len, BOS, EOS, width, PAD)
     greedy_logprob = sequence_log_prob(model, src, greedy, EOS, PAD)
+    beam_logprob = sequence_log_prob(model, src, beam, EOS, PAD)
 
     def exact(out):
         written = torch.full_like(tgt, PAD)
