@@ -86,5 +86,7 @@ def default_config() -> dict:
 def pytest_collection_modifyitems(config, items):
     """Run the SLURM tests last: once SLURM's client tools are installed, every Snakemake
     start asks `scontrol` for the cluster's config (the SLURM executor plugin does, at
-    import), which waits ~10 s whenever no controller is running."""
+    import), which waits ~10 s whenever no controller is running. Under pytest-xdist
+    (--dist loadfile) this order is the order files are handed out, so test_slurm.py goes
+    last to whichever worker is free first."""
     items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)
