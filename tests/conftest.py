@@ -20,6 +20,7 @@ WORKFLOW_PARTS = (
     "workflow",
     "envs",
     "profiles",
+    "bench",
     "pyproject.toml",
 )
 

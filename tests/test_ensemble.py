@@ -13,6 +13,7 @@ import yaml
 
 from tcrformer.chapters.ensemble import distributions as ensemble
 from tcrformer.chapters.ensemble.batched import clip_per_seed, initial_models, train_batched
+from tcrformer.chapters.ensemble.compute import golden_bands
 from tcrformer.chapters.ensemble.settings import Settings as EnsembleSettings
 from tcrformer.chapters.reversal.model import load_seed_model, save_models, state_dicts_equal
 from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
@@ -123,13 +124,16 @@ def test_loss_bands_per_step():
     assert list(bands["median"]) == [4.0, 2.0] and list(bands["min"]) == [3.0, 1.0]
 
 
-def test_golden_bands_are_the_range_and_cover_the_whole_ensemble():
+def test_the_summary_fits_a_band_per_key_and_places_the_published_value():
     seeds = seeds_table()
-    bands = ensemble.golden_bands(seeds, {"reversal.heldout_exact": 999}, {"n": 4})
+    table = ensemble.summary_table(seeds, {"reversal.heldout_exact": 999})
+    fit = {"prefix": "reversal", "floor": 0.611088, "eval_n": 1000}
+    bands = golden_bands(seeds, table, 0.01, fit, {"n": 4})
     exact = bands["bands"]["reversal.heldout_exact"]
-    assert (exact["low"], exact["high"], exact["n"]) == (996, 1000, 4)
+    assert exact["low"] < 996 and exact["high"] == 1000 and exact["n"] == 4
     assert exact["published_placement"] == "at percentile 62 of 4 seeds"
-    assert set(ensemble.band_coverage(seeds, bands["bands"]).values()) == {1.0}
+    assert bands["method"]["budget"] == 0.01 and bands["method"]["keys"] == 2
+    assert bands["fit"] == fit
 
 
 def test_stochastic_keys_leave_out_strings_and_the_smoothing_floor():

@@ -26,6 +26,7 @@ CONDA_TO_PYPI = {
     "pyyaml": ("pyyaml", "yaml"),
     "numpy": ("numpy", "numpy"),
     "pandas": ("pandas", "pandas"),
+    "scipy": ("scipy", "scipy"),
     "jsonschema": ("jsonschema", "jsonschema"),
     "safetensors": ("safetensors", "safetensors"),
 }

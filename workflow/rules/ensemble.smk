@@ -11,9 +11,13 @@
 #                                       golden_bands.yaml, figure_data.json
 
 
+include: "ensemble_common.smk"
+
+
 wildcard_constraints:
     group="[0-9]+",
     seed="[0-9]+",
+    fault="|".join(POWER.FAULTS),
 
 
 rule train_ensemble:
@@ -100,3 +104,62 @@ rule ensemble:
     input:
         rules.ensemble_summary.output,
         chapter_figures("ensemble"),
+
+
+# The golden check's power (target `power`, not part of `all`): the paper recipe trained with
+# a fault in its code (bench/golden_power.py; never a config option) for POWER.SEEDS, each run
+# judged by the committed golden file and bands, as a user's run is.
+
+
+rule golden_power:
+    output:
+        values=result("power", "{fault}/seed{seed}/values.json"),
+        model=result("power", "{fault}/seed{seed}/model.safetensors"),
+        losses=result("power", "{fault}/seed{seed}/losses.csv"),
+        numerics=result("power", "{fault}/seed{seed}/numerics.json"),
+        timing=result("power", "{fault}/seed{seed}/training_time.json"),
+    log:
+        log_for("golden_power_{fault}_seed{seed}"),
+    benchmark:
+        benchmark_for("golden_power_{fault}_seed{seed}")
+    conda:
+        "../../envs/torch.yaml"
+    threads: TORCH_THREADS
+    resources:
+        gpu=0,
+        mem_mb=2000,
+    params:
+        recipe=REVERSAL["reversal"].params(),
+        numerics=NUMERICS,
+    script:
+        "../../bench/golden_power.py"
+
+
+rule golden_power_summary:
+    input:
+        values=expand(
+            rules.golden_power.output.values, fault=POWER.FAULTS, seed=POWER.SEEDS
+        ),
+        numerics=expand(
+            rules.golden_power.output.numerics, fault=POWER.FAULTS, seed=POWER.SEEDS
+        ),
+        golden=config["golden"]["file"],
+    output:
+        csv=result("power", "power.csv"),
+        md=result("power", "power.md"),
+        yaml=result("power", "power.yaml"),
+    log:
+        log_for("golden_power_summary"),
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        command=f"snakemake --cores 2 power --config run={RUN}",
+    script:
+        "../../bench/golden_power_summary.py"
+
+
+rule power:
+    """Target: how often the golden check FAILs a run with a fault in its training code."""
+    input:
+        rules.golden_power_summary.output,

@@ -29,6 +29,7 @@ def main(smk):
         provenance,
         cdr3=smk.params.cdr3,
         eval_n=smk.params.eval_n,
+        budget=golden.read_method(smk.input.golden)["budget"],
     )
     write_named(smk.output, results)
 

@@ -16,8 +16,13 @@ def main(smk):
     paths = [paths] if isinstance(paths, str) else list(paths)
     numerics = {f"training ({path})": read_json(path) for path in paths}
     numerics["golden check"] = torch_numerics(smk)
-    write_json(smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics))
-    report = golden.report_markdown(rows, extras, smk.params.title, smk.input.golden, numerics)
+    method = golden.read_method(smk.input.golden)
+    write_json(
+        smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics, method)
+    )
+    report = golden.report_markdown(
+        rows, extras, smk.params.title, smk.input.golden, numerics, method
+    )
     write_text(smk.output.md, report)
 
 

@@ -10,8 +10,12 @@ key, the seed's value, a tolerance and the chapter that produces it. Tolerance k
     exact-first-1    lists whose first element is equal (the rest is shown only)
     report-only      shown, never PASS or FAIL
     ensemble         a trained (stochastic) value: inside the band a measured seed ensemble
-                     gives it, [min, max] of n seeds, read from the bands file the golden
-                     file names (`bands:`), which also places the seed's value in it
+                     gives it, read from the bands file the golden file names (`bands:`),
+                     which also places the seed's value in it. The bands are prediction
+                     intervals for a fresh draw, made for the golden file's `error_budget`
+                     (chapters/ensemble/bands.py). A right-or-wrong key (the decoded CDR3)
+                     fails only where its measured rate allows; a key with `given` is judged
+                     only when that key passes.
 
 A golden key with no regenerated value is a FAIL, unless the chapter says why it could not
 be produced (`<prefix>.unavailable` = reason: SKIPPED) or the run's inputs differ from the
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,26 +47,41 @@ class GoldenFileError(ResultFileError):
 
 
 @dataclass(frozen=True)
-class Tolerance:
-    kind: str
-    bound: float | None = None
-    band: tuple[float, float] | None = None  # ensemble: [low, high]
-    n: int | None = None  # ensemble: how many seeds measured the band
+class Band:
+    """One key's band from a seed ensemble, and where the seed's own value falls in it.
 
-    def __str__(self) -> str:
-        if self.band is not None:
-            return f"ensemble [{self.band[0]:.6g}, {self.band[1]:.6g}] (n={self.n})"
-        return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
+    A numeric key: [low, high]. A right-or-wrong key (`outcome`): `wrong` of `n` seeds were
+    wrong, and a wrong value FAILs only when `judged`. `given`: another key that must PASS
+    before this one is judged (the anti-diagonal is measured on the CDR3's decoding).
+    """
+
+    low: float | None
+    high: float | None
+    n: int
+    placement: str = ""  # "at percentile 40 of 32 seeds", "below all 32 seeds"
+    false_alarm: float | None = None  # how often a correct draw falls outside
+    given: str | None = None
+    outcome: bool = False
+    wrong: int = 0
+    judged: bool = True
 
 
 @dataclass(frozen=True)
-class Band:
-    """One key's band from a seed ensemble, and where the seed's own value falls in it."""
+class Tolerance:
+    kind: str
+    bound: float | None = None
+    band: Band | None = None  # ensemble
 
-    low: float
-    high: float
-    n: int
-    placement: str = ""  # "at percentile 40 of 32 seeds", "below all 32 seeds"
+    def __str__(self) -> str:
+        band = self.band
+        if band is None:
+            return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
+        if band.outcome:
+            return f"ensemble: right ({band.wrong} of {band.n} seeds wrong)"
+        if not band.judged:
+            return f"ensemble (n={band.n}: no band)"
+        rate = f", {band.false_alarm:.2g} false alarms" if band.false_alarm else ""
+        return f"ensemble [{band.low:.6g}, {band.high:.6g}] (n={band.n}{rate})"
 
 
 @dataclass(frozen=True)
@@ -92,7 +111,7 @@ def parse_tolerance(raw: Any, where: str, band: Band | None = None) -> Tolerance
     if raw == ENSEMBLE:
         if band is None:
             raise GoldenFileError(f"{where}: tolerance ensemble, but the bands file has no band")
-        return Tolerance(ENSEMBLE, band=(band.low, band.high), n=band.n)
+        return Tolerance(ENSEMBLE, band=band)
     if isinstance(raw, str) and raw in SIMPLE_KINDS:
         return Tolerance(raw)
     if isinstance(raw, Mapping) and len(raw) == 1:
@@ -114,7 +133,7 @@ def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str
         raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("values"), list):
         raise GoldenFileError(f"{path}: expected a mapping with a 'values:' list")
-    bands = load_bands(path, data.get("bands"))
+    bands = load_bands(path, data.get("bands"), budget_of(path, data))
     entries, seen = [], set()
     for i, raw in enumerate(data["values"]):
         where = f"{path}: values[{i}]"
@@ -142,29 +161,82 @@ def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str
     return entries, {chapter: dict(v or {}) for chapter, v in inputs.items()}
 
 
-def load_bands(golden_path: Path, name: Any) -> dict[str, Band]:
-    """The bands file named by the golden file's `bands:` (a path beside it), or {}."""
+def budget_of(path: Path, data: Mapping) -> float | None:
+    """The golden file's `error_budget`: the family-wise false-alarm rate of the trained keys."""
+    budget = data.get("error_budget")
+    if budget is None:
+        return None
+    if not is_number(budget) or not 0 < budget < 1:
+        raise GoldenFileError(f"{path}: error_budget = {budget!r}: a probability in (0, 1)")
+    return float(budget)
+
+
+def read_method(golden_path: str | Path) -> dict[str, Any]:
+    """The budget (golden file) and how the bands were made (the bands file's `method:`)."""
+    golden_path = Path(golden_path)
+    data = _read_yaml(golden_path, golden_path)
+    if not isinstance(data, Mapping) or data.get("bands") is None:
+        return {}
+    bands_file = _read_yaml(golden_path.parent / str(data["bands"]), golden_path)
+    return {"budget": budget_of(golden_path, data), **(bands_file.get("method") or {})}
+
+
+def _read_yaml(path: Path, named_by: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GoldenFileError(f"{named_by}: {path} not found") from None
+    except yaml.YAMLError as err:
+        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+
+
+def load_bands(golden_path: Path, name: Any, budget: float | None = None) -> dict[str, Band]:
+    """The bands file named by the golden file's `bands:` (a path beside it), or {}.
+
+    Its bands must have been made for the golden file's budget."""
     if name is None:
         return {}
     path = golden_path.parent / str(name)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GoldenFileError(f"{golden_path}: bands file {path} not found") from None
-    except yaml.YAMLError as err:
-        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+    data = _read_yaml(path, golden_path)
     if not isinstance(data, Mapping) or not isinstance(data.get("bands"), Mapping):
         raise GoldenFileError(f"{path}: expected a mapping with a 'bands:' mapping")
-    bands = {}
-    for key, raw in data["bands"].items():
-        try:
-            low, high, n = float(raw["low"]), float(raw["high"]), int(raw["n"])
-        except (KeyError, TypeError, ValueError):
-            raise GoldenFileError(f"{path}: {key}: a band needs numbers low, high and n") from None
-        if not low <= high:
-            raise GoldenFileError(f"{path}: {key}: low {low:g} is above high {high:g}")
-        bands[key] = Band(low, high, n, str(raw.get("published_placement", "")))
-    return bands
+    made_for = (data.get("method") or {}).get("budget")
+    if budget is not None and made_for != budget:
+        raise GoldenFileError(
+            f"{path}: bands made for error_budget {made_for}, the golden file's is {budget}: "
+            "regenerate them (config/golden/README.md)"
+        )
+    return {key: parse_band(path, key, raw) for key, raw in data["bands"].items()}
+
+
+def parse_band(path: Path | str, key: str, raw: Any) -> Band:
+    """One entry of a bands file (or of chapters.ensemble.bands.fit_bands) as a Band."""
+    placement = str((raw or {}).get("published_placement", ""))
+    try:
+        if raw.get("outcome"):
+            return Band(
+                None, None, int(raw["n"]), placement, raw.get("false_alarm"),
+                outcome=True, wrong=int(raw["wrong"]), judged=bool(raw["judged"]),
+            )  # fmt: skip
+        if raw.get("judged") is False:  # too few seeds for a band: shown, not judged
+            return Band(None, None, int(raw["n"]), placement, judged=False)
+        low, high, n = float(raw["low"]), float(raw["high"]), int(raw["n"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise GoldenFileError(f"{path}: {key}: a band needs numbers low, high and n") from None
+    if not low <= high:
+        raise GoldenFileError(f"{path}: {key}: low {low:g} is above high {high:g}")
+    return Band(low, high, n, placement, raw.get("false_alarm"), given=raw.get("given"))
+
+
+def with_bands(entries: list[GoldenEntry], bands: Mapping[str, Band]) -> list[GoldenEntry]:
+    """The entries with their ensemble tolerances taken from `bands` (a band fitted in memory,
+    as the leave-one-out check does)."""
+    return [
+        replace(e, tolerance=Tolerance(ENSEMBLE, band=bands[e.key]))
+        if e.tolerance.kind == ENSEMBLE
+        else e
+        for e in entries
+    ]
 
 
 def _same_shape(a: Any, b: Any) -> bool:
@@ -190,6 +262,10 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         return REPORT, "shown, not checked"
     if kind == "exact":
         return (PASS, "") if _equal(value, seed) else (FAIL, "not equal")
+    if kind == ENSEMBLE and tolerance.band.outcome:
+        return _outcome(value, seed, tolerance.band)
+    if kind == ENSEMBLE and not tolerance.band.judged:
+        return REPORT, f"not judged: {tolerance.band.n} seeds are too few for a band"
     if kind == "exact-first-1":
         ok = isinstance(value, list) and value and isinstance(seed, list) and seed
         if ok and _equal(value[0], seed[0]):
@@ -199,11 +275,14 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
     if not all(is_number(v) and math.isfinite(v) for v in values):
         return FAIL, "not a finite number"
     if kind == ENSEMBLE:
-        low, high = tolerance.band
-        worst = min(values) if min(values) < low else max(values)
-        if low <= min(values) and max(values) <= high:
-            return PASS, f"inside {tolerance.n} seeds' range"
-        return FAIL, f"{worst:.6g} outside the range of {tolerance.n} seeds [{low:.6g}, {high:.6g}]"
+        band = tolerance.band
+        worst = min(values) if min(values) < band.low else max(values)
+        if band.low <= min(values) and max(values) <= band.high:
+            return PASS, f"inside the band of {band.n} seeds"
+        return (
+            FAIL,
+            f"{worst:.6g} outside the band of {band.n} seeds [{band.low:.6g}, {band.high:.6g}]",
+        )
     if kind == "abs":
         if not _same_shape(value, seed):
             return FAIL, "shape differs from the seed's"
@@ -218,6 +297,19 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         worst = max(values)
         return (PASS, "") if worst <= bound else (FAIL, f"{worst:.4g} > {bound:g}")
     raise GoldenFileError(f"unknown tolerance kind {kind!r}")
+
+
+def _outcome(value: Any, seed: Any, band: Band) -> tuple[str, str]:
+    """A right-or-wrong key: right PASSes; wrong FAILs only if the ensemble allows it."""
+    seen = f"wrong in {band.wrong} of {band.n} seeds of the ensemble"
+    if _equal(value, seed):
+        return PASS, f"right ({seen})"
+    if band.judged:
+        return FAIL, f"wrong ({seen})"
+    return REPORT, (
+        f"wrong, not judged: {seen}, a rate the budget cannot tell from a fault's, "
+        "so a wrong value is no FAIL"
+    )
 
 
 def _prefixes(key: str) -> list[str]:
@@ -264,12 +356,16 @@ def check(
     """
     inputs, config, report_only = inputs or {}, config or {}, report_only or {}
     selected = [e for e in entries if chapters is None or e.chapter in chapters]
+    by_key = {e.key: e for e in entries}
     rows = []
     for entry in selected:
         differ = _inputs_differ(entry.chapter, inputs, config)
         if entry.tolerance.kind == "report-only" and entry.key in report_only:
             values = {**values, entry.key: report_only[entry.key]}
-        if entry.key in values:
+        given = _given_fails(entry, by_key, values)
+        if entry.key in values and given:
+            status, reason = (SKIPPED, differ) if differ else (REPORT, given)
+        elif entry.key in values:
             status, reason = compare(values[entry.key], entry.value, entry.tolerance)
             if differ and status != REPORT:
                 status, reason = SKIPPED, differ
@@ -303,6 +399,28 @@ def check(
     return rows, extras
 
 
+def _given_fails(entry: GoldenEntry, by_key: Mapping[str, GoldenEntry], values: Mapping) -> str:
+    """Why an entry whose band holds only when another key passes is not judged, or ''."""
+    band = entry.tolerance.band
+    if band is None or not band.given:
+        return ""
+    other = by_key.get(band.given)
+    if other is not None and band.given in values:
+        if compare(values[band.given], other.value, other.tolerance)[0] == PASS:
+            return ""
+    return f"not judged: its band holds when {band.given} is right, and it is not"
+
+
+def method_line(method: Mapping) -> str:
+    """One paragraph: the false-alarm budget of the trained values and how it is kept."""
+    return (
+        f"Trained values (`tolerance: ensemble`): a correct run of the seed's recipe FAILs one "
+        f"of them with probability at most {method['budget']:.3g} (family-wise, the golden "
+        f"file's error_budget), {method.get('per_key', 0):.3g} per key over "
+        f"{method.get('keys', '?')} keys. Bands: {method.get('interval', '?')}."
+    )
+
+
 def summary(rows: list[Row]) -> dict[str, int]:
     counts = {PASS: 0, FAIL: 0, SKIPPED: 0, REPORT: 0}
     for row in rows:
@@ -311,11 +429,16 @@ def summary(rows: list[Row]) -> dict[str, int]:
 
 
 def report_json(
-    rows: list[Row], extras: list[str], golden_file: str, numerics: Mapping | None = None
+    rows: list[Row],
+    extras: list[str],
+    golden_file: str,
+    numerics: Mapping | None = None,
+    method: Mapping | None = None,
 ) -> dict:
     return {
         "golden_file": golden_file,
         "numerics": dict(numerics or {}),
+        "trained_values": dict(method or {}),
         "summary": summary(rows),
         "rows": [asdict(r) for r in rows],
         "extra_keys": extras,
@@ -328,8 +451,11 @@ def report_markdown(
     title: str,
     golden_file: str,
     numerics: Mapping[str, Mapping] | None = None,
+    method: Mapping | None = None,
 ) -> str:
-    """The report; `numerics` maps a process to its tcrformer.numerics.describe() record."""
+    """The report; `numerics` maps a process to its tcrformer.numerics.describe() record,
+    `method` is read_method(golden_file): the trained values' budget and how their bands
+    were made."""
     from tcrformer.core.numerics import one_line
 
     counts = summary(rows)
@@ -340,7 +466,7 @@ def report_markdown(
         + ", ".join(f"**{n} {status}**" for status, n in counts.items()),
         "",
         *(f"Numerics of {process}: {one_line(n)}.  " for process, n in (numerics or {}).items()),
-        "",
+        *([method_line(method), ""] if method and method.get("budget") else [""]),
         "| key | seed value | regenerated | tolerance | status | note |",
         "|---|---|---|---|---|---|",
     ]

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from tcrformer.chapters.ensemble import distributions
+from tcrformer.chapters.ensemble import bands, distributions
 from tcrformer.core.io import ResultFileError, read_csv
 from tcrformer.core.numerics import one_line
 
@@ -79,17 +79,23 @@ def ensemble_summary(
     provenance: Mapping[str, Any],
     cdr3: str,
     eval_n: int,
+    budget: float,
 ) -> dict[str, Any]:
     """`golden` holds the seed document's values of the recipe's chapter ({} when the
-    run's inputs differ from the seed's); `provenance` what the bands record about the run."""
+    run's inputs differ from the seed's); `provenance` what the bands record about the run;
+    `budget` the golden file's family-wise false-alarm rate the bands are made for."""
     seeds = distributions.seeds_frame(per_seed)
     keys = [c for c in seeds.columns if c != "seed"]
     published = distributions.published_values(golden, recipe_name, cdr3, keys)
     table = distributions.summary_table(seeds, published)
     title = f"Ensemble: the {recipe_name} recipe over {len(seeds)} seeds"
-    bands = distributions.golden_bands(
+    floor = next(iter(per_seed.values()))[f"{recipe_name}.label_smoothing_floor"]
+    fit = {"prefix": recipe_name, "floor": floor, "eval_n": eval_n}
+    bands = golden_bands(
         seeds,
-        published,
+        table,
+        budget,
+        fit,
         {
             "n": len(seeds),
             "seeds": [int(s) for s in seeds["seed"]],
@@ -97,7 +103,6 @@ def ensemble_summary(
             **provenance,
             "numerics": one_line(numerics),
             "date": datetime.date.today().isoformat(),
-            "band": "[min, max] of the ensemble",
         },
     )
     exact = published.get(f"{recipe_name}.heldout_exact")
@@ -116,4 +121,32 @@ def ensemble_summary(
             },
             "published_exact": exact,
         },
+    }
+
+
+def golden_bands(
+    seeds: pd.DataFrame,
+    table: pd.DataFrame,
+    budget: float,
+    fit: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The bands file: how the bands were made, each key's band with the seed document's
+    value placed in our distribution, and the leave-one-out false-alarm check."""
+    fitted = bands.fit_bands(seeds, fit["prefix"], budget, fit["floor"], fit["eval_n"])
+    placed = table.set_index("key")
+    output_key = f"{fit['prefix']}.{bands.CDR3_OUTPUT}"
+    for key, band in fitted.items():
+        column = f"{fit['prefix']}.{bands.CDR3_CORRECT}" if key == output_key else key
+        published = placed.loc[column, "published"] if column in placed.index else None
+        if published is not None and not pd.isna(published):
+            band["published_percentile"] = round(
+                float(placed.loc[column, "published_percentile"]), 1
+            )
+            band["published_placement"] = placed.loc[column, "published_placement"]
+    return {
+        "provenance": dict(provenance),
+        "method": bands.method(budget, len(fitted), len(seeds)),
+        "fit": dict(fit),
+        "bands": fitted,
     }

@@ -1,10 +1,6 @@
-"""Distributions over an ensemble's seeds, where a published value falls in them, and the
-golden bands they give.
+"""Distributions over an ensemble's seeds, and where a published value falls in them.
 
-Why [min, max] for the golden band: with n = 32 seeds the central 98 % of the distribution is
-not resolved by the sample (its edges lie beyond the smallest and largest of 32 draws), so
-the band is the smallest interval the sample can vouch for: its range. A new seed falls
-inside it with probability (n - 1) / (n + 1), 94 % at n = 32, per key.
+The golden bands these distributions give are in bands.py.
 """
 
 from __future__ import annotations
@@ -130,32 +126,3 @@ def summary_markdown(table: pd.DataFrame, title: str) -> str:
             f"| {row.published_placement or '—'} |"
         )
     return "\n".join(lines) + "\n"
-
-
-# Golden bands ---------------------------------------------------------------------------------
-
-
-def golden_bands(
-    seeds: pd.DataFrame, published: Mapping[str, Any], provenance: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The golden file's bands: per key [min, max] of the ensemble, with its distribution."""
-    bands = {}
-    for row in summary_table(seeds, published).itertuples(index=False):
-        band = {"low": row.min, "high": row.max}
-        band.update({s: getattr(row, s) for s in STATS})
-        if row.published is not None and not pd.isna(row.published):
-            band["published_percentile"] = round(float(row.published_percentile), 1)
-            band["published_placement"] = row.published_placement
-        bands[row.key] = band
-    return {"provenance": dict(provenance), "bands": bands}
-
-
-def band_coverage(
-    seeds: pd.DataFrame, bands: Mapping[str, Mapping[str, float]]
-) -> dict[str, float]:
-    """Per key, the fraction of the ensemble's seeds that lie inside the key's band."""
-    coverage = {}
-    for key, band in bands.items():
-        x = seeds[key].to_numpy(dtype=float)
-        coverage[key] = float(((x >= band["low"]) & (x <= band["high"])).mean())
-    return coverage
