@@ -6,13 +6,20 @@ and oneDNN. So does the number of threads a reduction is split over. `pin` fixes
 before torch is imported, which is the only time the libraries read them:
 
     ATEN_CPU_CAPABILITY=avx2        ATen's kernels at the AVX2 level
-    MKL_CBWR=AVX2,STRICT            MKL's conditional numerical reproducibility, AVX2 branch
+    MKL_CBWR=COMPATIBLE,STRICT      MKL's conditional numerical reproducibility, the branch
+                                    every x86-64 CPU runs alike (SSE2 without rcpps/rsqrtps)
     ONEDNN_MAX_CPU_ISA=AVX2         oneDNN no higher than AVX2
     numerics.threads                intra-op threads (OMP/MKL and torch.set_num_threads)
 
+Why COMPATIBLE and not MKL's AVX2 branch: MKL honours MKL_CBWR=AVX2 on Intel CPUs only; on
+an AMD CPU it falls back to its own automatic dispatch, so an Intel Xeon and an AMD EPYC
+pinned at AVX2 differ from the first training step (measured: docs/numerics.md). COMPATIBLE
+is the one branch MKL runs the same way on every x86-64 CPU. It costs speed (its matrix
+products use no AVX2), which bench/ measures.
+
 `portable` wins over the same variables in the user's environment (`ATEN_CPU_CAPABILITY=
-default`, `MKL_CBWR=COMPATIBLE`, `OMP_NUM_THREADS=1`): they are replaced, and the
-replacement is recorded. `native` leaves the process alone (faster; the bits then depend on
+default`, `MKL_CBWR=AVX2`, `OMP_NUM_THREADS=1`): they are replaced, and the replacement is
+recorded. `native` leaves the process alone (faster; the bits then depend on
 the CPU). A CPU without AVX2 and FMA, or one that is not x86-64, runs native, and says so.
 
 OpenBLAS (NumPy's BLAS) is deliberately left alone: some machines set OPENBLAS_CORETYPE
@@ -35,7 +42,7 @@ from tcrformer.core.config import ConfigError
 MODES = ("portable", "native")
 PORTABLE_ENV = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "AVX2,STRICT",
+    "MKL_CBWR": "COMPATIBLE,STRICT",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
 }
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -189,7 +196,7 @@ def describe(pinned: Pinned) -> dict[str, Any]:
 
 
 def one_line(numerics: Mapping[str, Any]) -> str:
-    """'portable: AVX2, MKL AVX2,STRICT, 1 thread (Intel Xeon ...)' for a report header."""
+    """'portable: AVX2, MKL COMPATIBLE,STRICT, 1 thread (Intel Xeon ...)', a report header."""
     threads = numerics["threads"]
     text = (
         f"{numerics['mode']}: torch {numerics['torch_cpu_capability']}, "
