@@ -48,8 +48,8 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
     import torch
 
     torch.set_num_threads(threads)
-    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-    from tcrformer.chapters.reversal.train import train
+    from tcrformer.training.loop import train
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     recipe = recipe_from_config(config["reversal"])
     short = with_overrides(recipe, steps=warmup + steps, device="cpu", log_every=10**6)
@@ -95,8 +95,8 @@ def ensemble_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
     pinned = numerics.pin(numerics.Numerics("portable", threads))
     numerics.configure_torch(pinned, threads)
     from tcrformer.chapters.ensemble.batched import train_batched
-    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-    from tcrformer.chapters.reversal.train import train
+    from tcrformer.training.loop import train
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     recipe = with_overrides(
         recipe_from_config(config["reversal"]), steps=args.steps, device="cpu", log_every=10**6

@@ -22,10 +22,10 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
-from tcrformer.chapters.reversal.data import random_batch
-from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-from tcrformer.chapters.reversal.train import make_step, new_run
 from tcrformer.core.io import write_csv, write_text
+from tcrformer.training.data import random_batch
+from tcrformer.training.loop import make_step, new_run
+from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 

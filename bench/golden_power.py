@@ -31,8 +31,8 @@ CONTROL = "none"  # run_one without a fault: the library as it is
 @contextlib.contextmanager
 def training_fault(fault: str) -> Iterator[None]:
     """The library with `fault` in its training code, within the block."""
-    from tcrformer.chapters.reversal import train
     from tcrformer.models import fast
+    from tcrformer.training import schedule
 
     if fault == "smoothing_dropped":
         original = fast.EncoderDecoder.packed_loss
@@ -43,8 +43,8 @@ def training_fault(fault: str) -> Iterator[None]:
         with mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss):
             yield
     elif fault == "lr_doubled":
-        rate = train.NoamSchedule.__call__
-        with mock.patch.object(train.NoamSchedule, "__call__", lambda s, i: 2 * rate(s, i)):
+        rate = schedule.NoamSchedule.__call__
+        with mock.patch.object(schedule.NoamSchedule, "__call__", lambda s, i: 2 * rate(s, i)):
             yield
     elif fault == "cross_residual_dropped":
 
@@ -98,12 +98,15 @@ def main(smk) -> None:
     from tcrformer.core.runner import torch_numerics
 
     numerics = torch_numerics(smk)
-    from tcrformer.chapters.reversal.settings import Recipe, with_overrides
+    from tcrformer.training.recipe import Recipe, with_overrides
 
     recipe = with_overrides(Recipe(**smk.params.recipe), seed=int(smk.wildcards.seed))
     outputs = {name: smk.output[name] for name in TRAINED}
     values = run_one(smk.wildcards.fault, recipe, outputs, numerics)
-    write_json(smk.output.values, {"fault": smk.wildcards.fault, "seed": recipe.seed, **values})
+    fault = smk.wildcards.fault
+    write_json(
+        smk.output.values, {"fault": fault, "breaks": FAULTS[fault], "seed": recipe.seed, **values}
+    )
 
 
 if "snakemake" in globals():

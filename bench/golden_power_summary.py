@@ -31,7 +31,7 @@ def judge_runs(runs: Sequence[Mapping[str, Any]], entries) -> pd.DataFrame:
                 "seed": values["seed"],
                 "caught": int(bool(failed)),
                 "failed_keys": " ".join(failed),
-                **{k: v for k, v in values.items() if k not in ("fault", "seed")},
+                **{k: v for k, v in values.items() if k not in ("fault", "seed", "breaks")},
             }
         )
     return pd.DataFrame(rows).sort_values(["fault", "seed"]).reset_index(drop=True)
@@ -69,8 +69,6 @@ def markdown(table: pd.DataFrame, faults: Mapping[str, str]) -> str:
 
 
 def main(smk) -> None:
-    from golden_power import FAULTS
-
     from tcrformer.core import golden
     from tcrformer.core.io import read_json, write_csv, write_text
     from tcrformer.core.manifest import config_digest, git_state
@@ -78,6 +76,7 @@ def main(smk) -> None:
 
     entries, _ = golden.load_golden(smk.input.golden)
     runs = [read_json(path) for path in smk.input.values]
+    faults = {run["fault"]: run["breaks"] for run in runs}  # what each fault breaks
     judged = judge_runs(runs, entries)
     table = power_table(judged)
     numerics = one_line(read_json(smk.input.numerics[0]))
@@ -93,7 +92,7 @@ def main(smk) -> None:
         },
         "faults": {
             row.fault: {
-                "breaks": FAULTS[row.fault],
+                "breaks": faults[row.fault],
                 "runs": row.runs,
                 "caught": row.caught,
                 "power": row.power,
@@ -103,15 +102,11 @@ def main(smk) -> None:
         },
     }
     write_csv(smk.output.csv, judged)
-    write_text(smk.output.md, markdown(table, FAULTS))
+    write_text(smk.output.md, markdown(table, faults))
     write_text(smk.output.yaml, yaml.safe_dump(record, sort_keys=False, allow_unicode=True))
 
 
 if "snakemake" in globals():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(globals()["snakemake"].scriptdir).resolve()))
     from tcrformer.core.runner import run
 
     run(main, globals()["snakemake"])

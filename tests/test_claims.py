@@ -12,11 +12,12 @@ import torch
 import yaml
 
 from tcrformer.chapters.claims import verdicts
-from tcrformer.chapters.claims.compute import finite_or_none, spikes
+from tcrformer.chapters.claims.compute import finite_or_none
 from tcrformer.chapters.claims.settings import KINDS, VERDICTS, Settings
-from tcrformer.chapters.reversal.model import build_model
-from tcrformer.chapters.reversal.train import make_step, new_run
 from tcrformer.core.config import ConfigError
+from tcrformer.training.loop import make_step, new_run
+from tcrformer.training.measures import spikes
+from tcrformer.training.model import build_model
 
 from conftest import ROOT, default_config, snakemake
 
@@ -186,7 +187,7 @@ def test_no_clipping_takes_the_norm_and_clips_nothing():
     small = replace(recipe, d_model=16, num_heads=2, d_ff=32, batch_size=8, steps=2, device="cpu")
     run = new_run(small, torch.device("cpu"))
     step = make_step(small, run.model, run.optimizer, run.scheduler, run.device)
-    from tcrformer.chapters.reversal.data import random_batch
+    from tcrformer.training.data import random_batch
 
     loss, norm = step(*random_batch(8, 8, 16, torch.Generator().manual_seed(0)))
     assert torch.isfinite(loss) and norm > 0
@@ -198,8 +199,8 @@ def test_beam_and_greedy_outputs_are_scored_by_one_function():
     from the teacher-forced one by ~1e-8)."""
     from dataclasses import replace
 
-    from tcrformer.chapters.claims.compute import beam_metrics
-    from tcrformer.chapters.reversal.data import random_batch
+    from tcrformer.training.data import random_batch
+    from tcrformer.training.measures import beam_metrics
 
     recipe = replace(SETTINGS.recipe("baseline", 0), d_model=16, num_heads=2, d_ff=32)
     torch.manual_seed(0)

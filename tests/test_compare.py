@@ -18,7 +18,7 @@ import pytest
 from tcrformer.chapters.compare import compute, figure_data
 from tcrformer.chapters.compare.settings import Settings
 from tcrformer.core.config import ConfigError
-from tcrformer.core.golden import GoldenEntry, Tolerance
+from tcrformer.core.golden import Band, GoldenEntry, Tolerance
 from tcrformer.core.io import sha256, write_named
 
 from conftest import snakemake, write_config
@@ -153,7 +153,7 @@ ENTRIES = [
     entry("exact.int", Tolerance("exact")),
     entry("bounded", Tolerance("min", 0.5)),
     entry("shown", Tolerance("report-only")),
-    entry("band", Tolerance("ensemble", band=(0.0, 1.0), n=32)),
+    entry("band", Tolerance("ensemble", band=Band(0.0, 1.0, 32))),
     entry("first", Tolerance("exact-first-1")),
 ]
 

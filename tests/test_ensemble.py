@@ -15,10 +15,10 @@ from tcrformer.chapters.ensemble import distributions as ensemble
 from tcrformer.chapters.ensemble.batched import clip_per_seed, initial_models, train_batched
 from tcrformer.chapters.ensemble.compute import golden_bands
 from tcrformer.chapters.ensemble.settings import Settings as EnsembleSettings
-from tcrformer.chapters.reversal.model import load_seed_model, save_models, state_dicts_equal
-from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-from tcrformer.chapters.reversal.train import new_run, train
 from tcrformer.core.config import ConfigError
+from tcrformer.training.loop import new_run, train
+from tcrformer.training.model import load_seed_model, save_models, state_dicts_equal
+from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import default_config, snakemake, write_config
 

@@ -34,6 +34,10 @@ MODEL_MODULES = (
     "libtcrlm",
     "tcrformer.models.transformer",
     "tcrformer.models.fast",
+    "tcrformer.training.loop",
+    "tcrformer.training.model",
+    "tcrformer.training.measures",
+    "tcrformer.training.data",
 )
 CHAPTER_PARTS_FOR_FIGURES = ("settings", "figure_data")
 FAST_FIGURES = {
@@ -106,11 +110,12 @@ def test_importing_the_plotting_package_loads_no_model_code():
 def test_the_import_check_sees_relative_and_model_imports(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from tcrformer.chapters.reversal import train\nimport torch.nn\nfrom . import style\n"
+        "from tcrformer.chapters.reversal import evaluate\nimport torch.nn\nfrom . import style\n"
     )
     names = imported_modules(probe)
-    assert {"tcrformer.chapters.reversal.train", "torch.nn", "tcrformer.plotting.style"} <= names
-    assert is_model_module("tcrformer.chapters.reversal.train")
+    assert {"tcrformer.chapters.reversal.evaluate", "torch.nn", "tcrformer.plotting.style"} <= names
+    assert is_model_module("tcrformer.chapters.reversal.evaluate")
+    assert is_model_module("tcrformer.training.loop")
     assert not is_model_module("tcrformer.chapters.toy.figure_data")
     assert not is_model_module("tcrformer.core.io")
 

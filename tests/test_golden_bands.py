@@ -10,8 +10,8 @@ sample, at a stated confidence), and that the recorded power is what the golden 
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -211,13 +211,13 @@ def test_the_holdout_has_its_provenance():
 
 
 def test_the_recorded_power_is_what_the_golden_logic_gives_on_the_recorded_runs():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from golden_power_summary import judge_runs, power_table
-
+    spec = importlib.util.spec_from_file_location("summary", ROOT / "bench/golden_power_summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
     recorded = yaml.safe_load((FOLDER / "power.yaml").read_text())
     runs = pd.read_csv(FOLDER / "power.csv", keep_default_na=False)
     values = runs.drop(columns=["caught", "failed_keys"]).to_dict("records")
-    table = power_table(judge_runs(values, ENTRIES)).set_index("fault")
+    table = summary.power_table(summary.judge_runs(values, ENTRIES)).set_index("fault")
     assert set(table.index) == set(recorded["faults"]) and len(table) >= 3
     for fault, record in recorded["faults"].items():
         assert record["runs"] >= 4

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
+from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import ROOT, default_config
 

@@ -16,21 +16,16 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from tcrformer.chapters.reversal import data
-from tcrformer.chapters.reversal.evaluate import antidiagonal_mean, evaluate, exact_reversals
-from tcrformer.chapters.reversal.model import build_model, load_model, save_model, state_dicts_equal
-from tcrformer.chapters.reversal.settings import recipe_from_config, resolve_device, with_overrides
-from tcrformer.chapters.reversal.train import (
-    CHECKPOINT_FORMAT,
-    LinearSchedule,
-    NoamSchedule,
-    checkpoint_path,
-    label_smoothing_floor,
-    train,
-)
+from tcrformer.chapters.reversal.evaluate import evaluate
 from tcrformer.chapters.reversal.values import chapter_values, losses_frame
 from tcrformer.core.config import ConfigError
 from tcrformer.core.io import ResultFileError
+from tcrformer.training import data, measures
+from tcrformer.training.checkpoints import CHECKPOINT_FORMAT, checkpoint_path
+from tcrformer.training.loop import train
+from tcrformer.training.model import build_model, load_model, save_model, state_dicts_equal
+from tcrformer.training.recipe import recipe_from_config, resolve_device, with_overrides
+from tcrformer.training.schedule import LinearSchedule, NoamSchedule, label_smoothing_floor
 
 from conftest import ROOT, snakemake, write_config
 
@@ -206,8 +201,8 @@ def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path):
 KILLABLE = textwrap.dedent(
     """
     import sys, time, yaml
-    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-    from tcrformer.chapters.reversal.train import train
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
+    from tcrformer.training.loop import train
     section, tiny, folder, out = yaml.safe_load(sys.stdin.read())
     recipe = with_overrides(recipe_from_config(section), **tiny)
 
@@ -290,20 +285,24 @@ class ReversalOracle(torch.nn.Module):
         return F.one_hot(tokens, data.VOCAB_SIZE).float()
 
 
-def test_exact_reversals_counts_whole_strings_and_their_eos():
+def test_exact_rows_count_whole_strings_and_their_eos(monkeypatch):
     src, tgt = data.heldout_set(50, 8, 16, seed=0)
-    assert exact_reversals(ReversalOracle(), src, tgt, batch_size=16) == 50
-    assert exact_reversals(ReversalOracle(wrong_rows=3), src, tgt, batch_size=50) == 47
+    assert int(measures.exact_rows(ReversalOracle(), src, tgt).sum()) == 50
+    monkeypatch.setattr(measures, "DECODE_BATCH", 16)  # the rows come in batches
+    wrong = 3 + 3 + 3 + 2  # the first 3 rows of each batch of 16, 16, 16 and 2
+    assert int(measures.exact_rows(ReversalOracle(wrong_rows=3), src, tgt).sum()) == 50 - wrong
 
 
-def test_antidiagonal_mean_of_a_perfect_and_a_uniform_map():
-    length, heads = 5, 3
-    perfect = torch.zeros(heads, length + 1, length)
+def test_antidiagonal_of_a_perfect_and_a_uniform_map():
+    length = 5
+    perfect = torch.zeros(2, length + 1, length)
     perfect[:, torch.arange(length), length - 1 - torch.arange(length)] = 1
-    assert antidiagonal_mean(perfect, length) == 1.0
-    assert antidiagonal_mean(torch.full((heads, length + 1, length), 1 / length), length) == (
-        pytest.approx(1 / length)
-    )
+    assert measures.antidiagonal(perfect, [length, length]) == 1.0
+    uniform = torch.full((1, length + 1, length), 1 / length)
+    assert measures.antidiagonal(uniform, [length]) == pytest.approx(1 / length)
+    shorter = perfect.clone()
+    shorter[1] = 0  # the second string's map puts nothing on its mirror letters
+    assert measures.antidiagonal(shorter, [length, 3]) == pytest.approx(5 / 8)
 
 
 @pytest.mark.parametrize("impl", ["fast", "reference"])

@@ -85,7 +85,7 @@ def code_digest(*parts):
 
 
 # What shapes a trained model, and a language model's guesses: the cache key's code.
-TRAINING_CODE = code_digest("chapters/reversal", "models", "core/numerics.py")
+TRAINING_CODE = code_digest("training", "models", "core/numerics.py")
 PLM_CODE = code_digest("chapters/plm", "core/numerics.py")
 
 

@@ -7,7 +7,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     torch_numerics(smk)
     from tcrformer.chapters.claims.compute import claims_rnn_speed
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     transformer, gru = Recipe(**smk.params.transformer), Recipe(**smk.params.gru)
     write_named(smk.output, claims_rnn_speed(transformer, gru))

@@ -7,7 +7,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     torch_numerics(smk)
     from tcrformer.chapters.claims.compute import evaluate_claim_arm
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**smk.params.recipe)
     results = evaluate_claim_arm(

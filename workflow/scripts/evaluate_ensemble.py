@@ -7,7 +7,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     torch_numerics(smk)
     from tcrformer.chapters.ensemble.compute import evaluate_ensemble
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**smk.params.recipe)
     write_named(smk.output, evaluate_ensemble(recipe, smk.input.models, smk.input.losses))

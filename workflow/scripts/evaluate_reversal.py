@@ -9,7 +9,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     torch_numerics(smk)
     from tcrformer.chapters.reversal.compute import evaluate_reversal
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**smk.params.recipe)
     results = evaluate_reversal(recipe, smk.input.model, smk.input.losses)

@@ -9,7 +9,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     numerics = torch_numerics(smk)
     from tcrformer.chapters.claims.compute import train_claim_arm
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**smk.params.recipe)
     log = logging.getLogger("tcrformer")

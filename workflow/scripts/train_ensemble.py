@@ -9,7 +9,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     numerics = torch_numerics(smk)
     from tcrformer.chapters.ensemble.compute import train_ensemble
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipes = [Recipe(**params) for params in smk.params.recipes]
     seeds = [recipe.seed for recipe in recipes]

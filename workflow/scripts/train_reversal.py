@@ -14,7 +14,7 @@ from tcrformer.core.runner import run, torch_numerics
 def main(smk):
     numerics = torch_numerics(smk)
     from tcrformer.chapters.reversal.compute import train_reversal
-    from tcrformer.chapters.reversal.settings import Recipe
+    from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**smk.params.recipe)
     checkpoints = Path(smk.output.model).parent / "checkpoints"

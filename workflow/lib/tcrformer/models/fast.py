@@ -17,10 +17,11 @@ how the arithmetic is issued:
 - dropout can draw its random bits from a fast NumPy generator (`Dropout.draw_bits_from`),
   which on the CPU costs a fraction of PyTorch's per-element Bernoulli draws.
 
-Options the reference does not have: `norm_first=True` gives a Pre-LN stack
-(x + sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe; and, for
-the claims chapter's arms, `positions=False` (no positional encoding), `score_scale=False`
-(no 1/sqrt(d_k)) and `xavier=False` (PyTorch's default initialisation).
+The same switches as the reference: `norm_first=True` gives a Pre-LN stack (x +
+sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe; and, for the
+claims chapter's arms, `positions=False` (no positional encoding), `score_scale=False` (no
+1/sqrt(d_k)) and `xavier=False` (PyTorch's default initialisation). tests/test_fast.py holds
+the two to the same numbers under each switch.
 """
 
 from __future__ import annotations

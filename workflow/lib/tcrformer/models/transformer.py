@@ -46,14 +46,14 @@ def positional_table(
 class PositionalEncoding(nn.Module):
     """x + PE[:L], then dropout. The table is fixed: a buffer, not a parameter."""
 
-    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000):
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000, add=True):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout, self.add = nn.Dropout(dropout), add  # add=False: no positions (an arm)
         # Non-persistent: rebuilt from the formula, so never stored in a checkpoint.
         self.register_buffer("pe", positional_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:  # x: (B, L, d)
-        return self.dropout(x + self.pe[: x.size(1)])
+        return self.dropout(x + self.pe[: x.size(1)] if self.add else x)
 
 
 # 2. Scaled dot-product attention ---------------------------------------------------------
@@ -65,14 +65,16 @@ def scaled_dot_product_attention(
     values: Tensor,
     mask: Tensor | None = None,
     dropout: nn.Module | None = None,
+    scaled: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V over any leading dims. mask: True/1 = may attend.
+    scaled=False leaves out the 1/sqrt(d_k) (a claims arm: what the scaling is for).
 
     queries (..., Lq, d_k), keys (..., Lk, d_k), values (..., Lk, d_v)
     -> output (..., Lq, d_v), weights (..., Lq, Lk)
     """
     d_k = queries.size(-1)
-    scores = queries @ keys.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)
+    scores = queries @ keys.transpose(-2, -1) / (math.sqrt(d_k) if scaled else 1.0)
     if mask is not None:
         scores = scores.masked_fill(mask == 0, MASKED_SCORE)
     weights = F.softmax(scores, dim=-1)
@@ -91,11 +93,11 @@ class MultiHeadAttention(nn.Module):
     in `.attn` for inspection.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.1):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.1, scaled: bool = True):
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model = {d_model} is not divisible by num_heads = {num_heads}")
-        self.num_heads, self.d_k = num_heads, d_model // num_heads
+        self.num_heads, self.d_k, self.scaled = num_heads, d_model // num_heads, scaled
         self.w_q = nn.Linear(d_model, d_model)
         self.w_k = nn.Linear(d_model, d_model)
         self.w_v = nn.Linear(d_model, d_model)
@@ -119,7 +121,9 @@ class MultiHeadAttention(nn.Module):
         values = self.split_heads(self.w_v(value))  # (B, h, Lk, d_k)
         if mask is not None:
             mask = mask.unsqueeze(1)  # (B, 1, Lq or 1, Lk): the same mask for every head
-        heads, weights = scaled_dot_product_attention(queries, keys, values, mask, self.dropout)
+        heads, weights = scaled_dot_product_attention(
+            queries, keys, values, mask, self.dropout, self.scaled
+        )
         self.attn = weights.detach()
         return self.w_o(self.merge_heads(heads))  # (B, Lq, d)
 
@@ -159,17 +163,25 @@ class LayerNorm(nn.Module):
 
 
 class AddNorm(LayerNorm):
-    """Post-LN residual wrapper, as in the paper: LayerNorm(x + dropout(sublayer(x))).
+    """The residual wrapper of a sub-layer.
+
+    Post-LN, the paper's:  LayerNorm(x + dropout(sublayer(x)))
+    Pre-LN (norm_first):   x + dropout(sublayer(LayerNorm(x)))   (each stack then ends
+                           in one more LayerNorm)
 
     It *is* the LayerNorm of its sub-layer (same parameters, weight and bias), plus the
     residual shortcut and the dropout on the sub-layer output.
     """
 
-    def __init__(self, features: int, dropout: float = 0.1, eps: float = 1e-5):
+    def __init__(
+        self, features: int, dropout: float = 0.1, eps: float = 1e-5, norm_first: bool = False
+    ):
         super().__init__(features, eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout, self.norm_first = nn.Dropout(dropout), norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(super().forward(x)))
         return super().forward(x + self.dropout(sublayer(x)))
 
 
@@ -179,12 +191,15 @@ class AddNorm(LayerNorm):
 class EncoderLayer(nn.Module):
     """Self-attention -> Add & Norm -> FFN -> Add & Norm."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, **options
+    ):  # options: scaled (attention), norm_first (Add & Norm)
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        scaled, norm_first = options.get("scaled", True), options.get("norm_first", False)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, scaled)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = AddNorm(d_model, dropout)
-        self.norm2 = AddNorm(d_model, dropout)
+        self.norm1 = AddNorm(d_model, dropout, norm_first=norm_first)
+        self.norm2 = AddNorm(d_model, dropout, norm_first=norm_first)
 
     def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:  # (B, Ls, d)
         x = self.norm1(x, lambda x: self.self_attn(x, x, x, src_mask))  # Q = K = V = x
@@ -194,14 +209,17 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention -> Add & Norm -> cross-attention -> Add & Norm -> FFN -> Add & Norm."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+    def __init__(
+        self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, **options
+    ):  # options: scaled (attention), norm_first (Add & Norm)
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        scaled, norm_first = options.get("scaled", True), options.get("norm_first", False)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, scaled)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout, scaled)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = AddNorm(d_model, dropout)
-        self.norm2 = AddNorm(d_model, dropout)
-        self.norm3 = AddNorm(d_model, dropout)
+        self.norm1 = AddNorm(d_model, dropout, norm_first=norm_first)
+        self.norm2 = AddNorm(d_model, dropout, norm_first=norm_first)
+        self.norm3 = AddNorm(d_model, dropout, norm_first=norm_first)
 
     def forward(
         self,
@@ -219,32 +237,38 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """N identical encoder layers (Post-LN: each layer already ends in a LayerNorm)."""
+    """N identical encoder layers (Post-LN: each layer already ends in a LayerNorm; Pre-LN:
+    one more LayerNorm after the last layer, key `norm`)."""
 
     def __init__(
-        self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.1
-    ):
+        self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.1,
+        **options,
+    ):  # fmt: skip
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)
+            EncoderLayer(d_model, num_heads, d_ff, dropout, **options) for _ in range(num_layers)
         )
+        self.norm = LayerNorm(d_model) if options.get("norm_first") else None
 
     def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
         for layer in self.layers:
             x = layer(x, src_mask)
-        return x
+        return self.norm(x) if self.norm is not None else x
 
 
 class Decoder(nn.Module):
-    """N identical decoder layers, each reading the same encoder memory."""
+    """N identical decoder layers, each reading the same encoder memory (Pre-LN: then one
+    more LayerNorm, key `norm`)."""
 
     def __init__(
-        self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.1
-    ):
+        self, d_model: int, num_heads: int, d_ff: int, num_layers: int, dropout: float = 0.1,
+        **options,
+    ):  # fmt: skip
         super().__init__()
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)
+            DecoderLayer(d_model, num_heads, d_ff, dropout, **options) for _ in range(num_layers)
         )
+        self.norm = LayerNorm(d_model) if options.get("norm_first") else None
 
     def forward(
         self,
@@ -255,7 +279,7 @@ class Decoder(nn.Module):
     ) -> Tensor:
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask)
-        return x
+        return self.norm(x) if self.norm is not None else x
 
 
 # 8. The full model -----------------------------------------------------------------------
@@ -274,15 +298,22 @@ class EncoderDecoder(nn.Module):
         num_layers: int = 6,
         dropout: float = 0.1,
         max_len: int = 5000,
+        norm_first: bool = False,
+        positions: bool = True,
+        score_scale: bool = True,
         xavier: bool = True,
     ):
+        """The paper's model by default. The switches, each one change (the claims' arms):
+        norm_first (Pre-LN), positions=False (no positional encoding), score_scale=False
+        (no 1/sqrt(d_k)), xavier=False (PyTorch's own initialisation)."""
         super().__init__()
         self.d_model = d_model
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
-        self.positions = PositionalEncoding(d_model, dropout, max_len)
-        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout)
-        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout)
+        self.positions = PositionalEncoding(d_model, dropout, max_len, add=positions)
+        options = {"scaled": score_scale, "norm_first": norm_first}
+        self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, **options)
+        self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, **options)
         self.generator = nn.Linear(d_model, tgt_vocab)  # scores over the target vocabulary
         if xavier:  # the paper's; else each module keeps PyTorch's own initialisation
             for p in self.parameters():

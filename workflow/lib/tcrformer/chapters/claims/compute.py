@@ -17,7 +17,6 @@ import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,32 +27,13 @@ from tcrformer.chapters.claims.settings import Settings
 from tcrformer.chapters.claims.verdicts import Measurements, judge
 from tcrformer.core.io import read_csv
 
-SPIKE_WINDOW, SPIKE_FACTOR, SPIKE_AFTER = 50, 1.5, 100
-FINAL_STEPS = 100  # the final loss: the mean of the last steps
-CALIBRATION_BINS = 10
-
-
 # Training -------------------------------------------------------------------------------------
 
 
-def with_gru_size(recipe):
-    """A GRU arm without a width gets the one that matches the Transformer's parameter count."""
-    if recipe.arch != "gru" or recipe.gru_hidden is not None:
-        return recipe
-    from tcrformer.chapters.reversal.data import VOCAB_SIZE
-    from tcrformer.chapters.reversal.model import build_model
-    from tcrformer.models.counting import count_parameters
-    from tcrformer.models.rnn import gru_hidden_for
-
-    transformer = replace(recipe, arch="transformer")
-    size = count_parameters(build_model(transformer.architecture(), transformer.impl))
-    hidden = gru_hidden_for(size, VOCAB_SIZE, VOCAB_SIZE, recipe.num_layers)
-    return replace(recipe, gru_hidden=hidden)
-
-
 def train_claim_arm(recipe, checkpoints, numerics: dict) -> dict[str, Any]:
-    from tcrformer.chapters.reversal.model import save_model
-    from tcrformer.chapters.reversal.train import discard_checkpoints, train
+    from tcrformer.training.checkpoints import discard_checkpoints
+    from tcrformer.training.loop import train
+    from tcrformer.training.model import save_model, with_gru_size
 
     recipe = with_gru_size(recipe)
     trained = train(recipe, checkpoint_dir=checkpoints)
@@ -74,223 +54,31 @@ def train_claim_arm(recipe, checkpoints, numerics: dict) -> dict[str, Any]:
     }
 
 
-# The loss curve ----------------------------------------------------------------------------------
-
-
-def spikes(losses: np.ndarray) -> int:
-    """Steps after SPIKE_AFTER whose loss exceeds SPIKE_FACTOR x the median of the
-    SPIKE_WINDOW steps before it."""
-    count = 0
-    for t in range(max(SPIKE_AFTER, SPIKE_WINDOW), len(losses)):
-        window = losses[t - SPIKE_WINDOW : t]
-        if np.isfinite(losses[t]) and losses[t] > SPIKE_FACTOR * np.median(window):
-            count += 1
-    return count
-
-
-def curve_metrics(history: pd.DataFrame, first_steps: int = 500) -> dict[str, float]:
-    losses, norms = history["loss"].to_numpy(), history["grad_norm"].to_numpy()
-    final = losses[-FINAL_STEPS:]
-    return {
-        "final_loss": float(final.mean()) if np.isfinite(final).all() else math.inf,
-        "early_loss": float(np.mean(losses[:first_steps])),
-        "spikes": spikes(losses),
-        "max_grad_norm": float(np.nanmax(norms)),
-    }
-
-
-# Evaluation -------------------------------------------------------------------------------------
-
-
-def heldout(recipe):
-    from tcrformer.chapters.reversal.data import heldout_set
-
-    return heldout_set(recipe.eval_n, recipe.min_len, recipe.max_len, recipe.eval_seed)
-
-
-def exact_rows(model, src, tgt):
-    """(B,) bool: the model's greedy output is the target, letters and <eos>."""
-    import torch
-
-    from tcrformer.chapters.reversal.data import BOS, EOS, PAD
-    from tcrformer.models.transformer import greedy_decode
-
-    correct = []
-    for start in range(0, src.size(0), 500):
-        s, t = src[start : start + 500], tgt[start : start + 500]
-        out = greedy_decode(model, s, max_len=t.size(1) - 1, bos=BOS, eos=EOS, pad_idx=PAD)
-        written = torch.full_like(t, PAD)
-        written[:, : out.size(1)] = out[:, : t.size(1)]
-        correct.append(((written == t) | (t == PAD)).all(dim=1))
-    return torch.cat(correct)
-
-
-def calibration(model, src, tgt) -> dict[str, Any]:
-    """Teacher-forced, on the held-out targets: confidence (the top probability) against
-    accuracy, their difference (over-confidence), ECE over CALIBRATION_BINS bins, and the
-    bins themselves (for the reliability figure)."""
-    import torch
-
-    from tcrformer.chapters.reversal.data import PAD
-    from tcrformer.models.transformer import make_masks
-
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    with torch.no_grad():
-        model.eval()
-        logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))
-    probs = logits.double().softmax(-1)
-    real = tgt_out != PAD
-    confidence, guess = probs.max(-1)
-    confidence, correct = confidence[real].numpy(), (guess == tgt_out)[real].numpy()
-    edges = np.linspace(0, 1, CALIBRATION_BINS + 1)
-    which = np.clip(np.digitize(confidence, edges) - 1, 0, CALIBRATION_BINS - 1)
-    bins = []
-    for b in range(CALIBRATION_BINS):
-        inside = which == b
-        if inside.any():
-            bins.append([int(inside.sum()), float(confidence[inside].mean()),
-                         float(correct[inside].mean())])  # fmt: skip
-        else:
-            bins.append([0, None, None])  # an empty bin has no confidence or accuracy
-    ece = sum(n * abs(c - a) for n, c, a in bins if n) / len(confidence)
-    return {
-        "overconfidence": float(confidence.mean() - correct.mean()),
-        "ece": float(ece),
-        "calibration_bins": bins,  # [count, mean confidence, accuracy] per bin
-    }
-
-
-def beam_metrics(model, src, tgt, width: int) -> dict[str, float]:
-    """Greedy against beam search: exact reversals and the mean sequence log-probability.
-
-    Both decoders' outputs are scored by the one teacher-forced pass (sequence_log_prob),
-    so the same output gets the same score to the bit. The beam's own running score comes
-    from incremental float32 steps and differs from it by ~1e-8, which alone would make an
-    equal output look worse or better."""
-    import torch
-
-    from tcrformer.chapters.reversal.data import BOS, EOS, PAD
-    from tcrformer.models.decoding import beam_search, sequence_log_prob
-    from tcrformer.models.transformer import greedy_decode
-
-    max_len = tgt.size(1) - 1
-    greedy = greedy_decode(model, src, max_len=max_len, bos=BOS, eos=EOS, pad_idx=PAD)
-    beam, _ = beam_search(model, src, max_len, BOS, EOS, width, PAD)
-    greedy_logprob = sequence_log_prob(model, src, greedy, EOS, PAD)
-    beam_logprob = sequence_log_prob(model, src, beam, EOS, PAD)
-
-    def exact(out):
-        written = torch.full_like(tgt, PAD)
-        n = min(out.size(1), tgt.size(1))
-        written[:, :n] = out[:, :n]
-        return int(((written == tgt) | (tgt == PAD)).all(dim=1).sum())
-
-    return {
-        "greedy_exact": exact(greedy),
-        "beam_exact": exact(beam),
-        "greedy_logprob": float(greedy_logprob.mean()),
-        "beam_logprob": float(beam_logprob.mean()),
-    }
-
-
-def head_ablations(model, src, tgt) -> list[dict[str, Any]]:
-    """Every cross-attention head: its mean anti-diagonal attention mass on the held-out
-    strings (teacher-forced), and the drop in held-out exact when its output is zeroed."""
-    import torch
-
-    from tcrformer.chapters.reversal.data import PAD
-    from tcrformer.models.fast import record_attention
-    from tcrformer.models.transformer import make_masks
-
-    lengths = (src != PAD).sum(1)  # (B,)
-    tgt_in = tgt[:, :-1]
-    with torch.no_grad(), record_attention(model):
-        model.eval()
-        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
-    base = int(exact_rows(model, src, tgt).sum())
-    rows = []
-    for layer, block in enumerate(model.decoder.layers, start=1):
-        attention = block.cross_attn
-        weights = attention.attn  # (B, h, Lt, Ls)
-        for head in range(attention.h):
-            attention.keep = torch.ones(attention.h)
-            attention.keep[head] = 0.0
-            ablated = int(exact_rows(model, src, tgt).sum())
-            attention.keep = None
-            rows.append({
-                "layer": layer,
-                "head": head + 1,
-                "antidiagonal": antidiagonal_mass(weights[:, head], lengths),
-                "drop": base - ablated,
-            })  # fmt: skip
-    return rows
-
-
-def antidiagonal_mass(weights, lengths) -> float:
-    """Mean over strings and letters k < L of the weight on source position L - 1 - k.
-    weights (B, Lt, Ls), lengths (B,)."""
-    total, count = 0.0, 0
-    for b, length in enumerate(lengths.tolist()):
-        k = np.arange(length)
-        total += float(weights[b, k, length - 1 - k].sum())
-        count += length
-    return total / count
-
-
-def activation_ratios(recipe, src, tgt) -> list[float]:
-    """At step 0 (the seed's initial weights), eval mode, one batch: RMS of every attention
-    and feed-forward sub-layer's output over the RMS of its input."""
-    import torch
-
-    from tcrformer.chapters.reversal.data import PAD
-    from tcrformer.chapters.reversal.model import build_model
-    from tcrformer.models.fast import Attention, FeedForward
-    from tcrformer.models.transformer import make_masks
-
-    torch.manual_seed(recipe.seed)
-    model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).eval()
-    ratios: list[float] = []
-
-    def hook(module, inputs, output):
-        x = inputs[0]
-        ratios.append(float(output.pow(2).mean().sqrt() / x.pow(2).mean().sqrt()))
-
-    handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, Attention | FeedForward)]  # fmt: skip
-    tgt_in = tgt[:, :-1]
-    with torch.no_grad():
-        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
-    for handle in handles:
-        handle.remove()
-    return ratios
-
-
 def evaluate_claim_arm(
     recipe, model_path: str, history_path: str, extras: Sequence[str], beam_width: int
 ) -> dict[str, Any]:
     """Every metric a claim reads of this arm and seed; `extras` adds beam search, head
     ablations or the step-0 activation scales where a claim needs them."""
-    from tcrformer.chapters.reversal.model import load_model
+    from tcrformer.training import measures
+    from tcrformer.training.model import load_model
 
     model, architecture = load_model(model_path, recipe.impl)
     history = read_csv(history_path)
-    src, tgt = heldout(recipe)
-    correct = exact_rows(model, src, tgt)
-    lengths = (src != 0).sum(1).numpy()
-    by_length = {int(n): float(correct.numpy()[lengths == n].mean()) for n in np.unique(lengths)}
+    src, tgt = measures.heldout(recipe)
+    correct = measures.exact_rows(model, src, tgt)
     metrics: dict[str, Any] = {
         "arm_architecture": architecture,
         "heldout_exact": int(correct.sum()),
-        "exact_by_length": by_length,
-        **curve_metrics(history),
-        **calibration(model, src, tgt),
+        "exact_by_length": measures.exact_by_length(correct, src),
+        **measures.curve_metrics(history),
+        **measures.calibration(model, src, tgt),
     }
     if "beam" in extras:
-        metrics.update(beam_metrics(model, src, tgt, beam_width))
+        metrics.update(measures.beam_metrics(model, src, tgt, beam_width))
     if "importance" in extras:
-        metrics["heads"] = head_ablations(model, src, tgt)
+        metrics["heads"] = measures.head_ablations(model, src, tgt)
     if "init" in extras:
-        metrics["activation_ratios"] = activation_ratios(recipe, src[:128], tgt[:128])
+        metrics["activation_ratios"] = measures.activation_ratios(recipe, src[:128], tgt[:128])
     return {"metrics": finite_or_none(metrics)}
 
 
@@ -370,8 +158,9 @@ def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 3) -> dict
     this process (median block), after a warm-up."""
     import torch
 
-    from tcrformer.chapters.reversal.data import random_batch
-    from tcrformer.chapters.reversal.train import make_step, new_run
+    from tcrformer.training.data import random_batch
+    from tcrformer.training.loop import make_step, new_run
+    from tcrformer.training.model import with_gru_size
 
     runs = {}
     for name, recipe in (("transformer", transformer), ("gru", with_gru_size(gru))):

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcrformer.chapters.reversal.settings import Recipe, recipe_from_config
 from tcrformer.core.config import ConfigError, section_error
+from tcrformer.training.recipe import Recipe, recipe_from_config
 
 KINDS = (
     "diverges", "pre_ln", "smoothing", "higher", "clipping", "init", "beam", "positions",
@@ -95,7 +95,7 @@ class Settings:
 
     def recipe(self, arm: str, seed: int) -> Recipe:
         """The arm's recipe for one seed, named after the arm (its folder)."""
-        from tcrformer.chapters.reversal.settings import with_overrides
+        from tcrformer.training.recipe import with_overrides
 
         return with_overrides(self.arms[arm], seed=seed)
 

@@ -28,11 +28,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, stack_module_state, vmap
 
-from tcrformer.chapters.reversal.data import PAD, random_batch
-from tcrformer.chapters.reversal.model import build_model
-from tcrformer.chapters.reversal.settings import Recipe, resolve_device
-from tcrformer.chapters.reversal.train import Trained, derive_seed, schedule_for
 from tcrformer.models.transformer import make_masks
+from tcrformer.training.checkpoints import derive_seed
+from tcrformer.training.data import PAD, random_batch
+from tcrformer.training.loop import Trained
+from tcrformer.training.model import build_model
+from tcrformer.training.recipe import Recipe, resolve_device
+from tcrformer.training.schedule import schedule_for
 
 _CLIP_EPS = 1e-6  # as in torch.nn.utils.clip_grad_norm_
 

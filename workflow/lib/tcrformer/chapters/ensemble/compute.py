@@ -36,9 +36,10 @@ def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
 def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
     """One group: the recipe once per seed (`recipes` differ in their seed alone)."""
     from tcrformer.chapters.ensemble.batched import train_batched
-    from tcrformer.chapters.reversal.model import save_models
-    from tcrformer.chapters.reversal.train import discard_checkpoints, train
     from tcrformer.chapters.reversal.values import losses_frame
+    from tcrformer.training.checkpoints import discard_checkpoints
+    from tcrformer.training.loop import train
+    from tcrformer.training.model import save_models
 
     seeds = [recipe.seed for recipe in recipes]
     if len(seeds) == 1:
@@ -59,7 +60,7 @@ def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -
 def evaluate_ensemble(recipe, models: str, losses: str) -> dict[str, Any]:
     """One seed (the recipe's), evaluated exactly as the single run is."""
     from tcrformer.chapters.reversal.evaluate import evaluate_recipe
-    from tcrformer.chapters.reversal.model import load_seed_model
+    from tcrformer.training.model import load_seed_model
 
     seed = recipe.seed
     model = load_seed_model(models, seed, recipe.impl)

@@ -20,11 +20,11 @@ import yaml
 
 from tcrformer.chapters.ensemble import distributions
 from tcrformer.chapters.ensemble.compute import golden_bands
-from tcrformer.chapters.reversal.settings import recipe_from_config
-from tcrformer.chapters.reversal.train import label_smoothing_floor
 from tcrformer.core import golden
 from tcrformer.core.io import write_text
 from tcrformer.core.manifest import git_state
+from tcrformer.training.recipe import recipe_from_config
+from tcrformer.training.schedule import label_smoothing_floor
 
 
 def refit(folder: Path, config: dict) -> dict:

@@ -6,13 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcrformer.chapters.reversal.settings import (
-    RECIPES,
-    Recipe,
-    recipe_from_config,
-    with_overrides,
-)
 from tcrformer.core.config import ConfigError
+from tcrformer.training.recipe import RECIPES, Recipe, recipe_from_config, with_overrides
 
 
 @dataclass(frozen=True)

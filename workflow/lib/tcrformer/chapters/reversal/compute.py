@@ -11,10 +11,11 @@ from typing import Any
 
 from tcrformer.chapters.reversal import figure_data
 from tcrformer.chapters.reversal.evaluate import evaluate_recipe
-from tcrformer.chapters.reversal.model import load_model, save_model
-from tcrformer.chapters.reversal.settings import Recipe
-from tcrformer.chapters.reversal.train import discard_checkpoints, train
 from tcrformer.chapters.reversal.values import chapter_values, losses_frame, read_losses
+from tcrformer.training.checkpoints import discard_checkpoints
+from tcrformer.training.loop import train
+from tcrformer.training.model import load_model, save_model
+from tcrformer.training.recipe import Recipe
 
 
 def train_reversal(recipe: Recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from tcrformer.chapters.reversal.evaluate import Evaluation
-from tcrformer.chapters.reversal.settings import Recipe
-from tcrformer.chapters.reversal.train import label_smoothing_floor
 from tcrformer.core.io import ResultFileError, read_csv
+from tcrformer.training.recipe import Recipe
+from tcrformer.training.schedule import label_smoothing_floor
 
 LOSS_DIGITS = 6
 

@@ -1,6 +1,6 @@
 """A fingerprint of the numerics: the exact losses and weights of a short training run.
 
-    python -m tcrformer.chapters.reversal.fingerprint --config config/config.yaml --steps 60
+    python -m tcrformer.training.fingerprint --config config/config.yaml --steps 60
 
 trains the configured recipe for `--steps` steps under the config's `numerics:` (pinned in
 this process before torch is imported) and prints JSON: every step's float32 loss (as hex,
@@ -28,9 +28,9 @@ def fingerprint(config: dict[str, Any], steps: int, seed: int | None = None) -> 
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
     numerics.configure_torch(pinned, threads=None)
-    from tcrformer.chapters.reversal.model import save_model
-    from tcrformer.chapters.reversal.settings import recipe_from_config, with_overrides
-    from tcrformer.chapters.reversal.train import train
+    from tcrformer.training.loop import train
+    from tcrformer.training.model import save_model
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     changes: dict[str, Any] = {"steps": steps, "device": "cpu", "log_every": steps}
     if seed is not None:

@@ -13,7 +13,6 @@ last checkpoint therefore replays exactly the steps it lost.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import time
@@ -25,69 +24,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tcrformer.chapters.reversal.data import PAD, VOCAB_SIZE, random_batch
-from tcrformer.chapters.reversal.model import build_model
-from tcrformer.chapters.reversal.settings import Recipe, resolve_device
-from tcrformer.core.io import ResultFileError, atomic_path
 from tcrformer.models.transformer import make_masks
+from tcrformer.training.checkpoints import (
+    CHECKPOINT_FORMAT,
+    checkpoint_path,
+    derive_seed,
+    load_checkpoint,
+    save_checkpoint,
+)
+from tcrformer.training.data import PAD, random_batch
+from tcrformer.training.model import build_model
+from tcrformer.training.recipe import Recipe, resolve_device
+from tcrformer.training.schedule import schedule_for
 
-CHECKPOINT_FORMAT = 2  # 2: the gradient norms are saved too
 LOG = logging.getLogger("tcrformer.reversal")
-
-
-# The learning rate ------------------------------------------------------------------------
-
-
-@dataclass
-class NoamSchedule:
-    """lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5), t = 1, 2, ... (base lr 1);
-    warmup 0 is no warm-up: lr(t) = d_model^-0.5 t^-0.5 from the first step.
-
-    A plain callable object, so LambdaLR saves its fields, not code, in a checkpoint.
-    """
-
-    d_model: int
-    warmup: int
-
-    def __call__(self, index: int) -> float:  # LambdaLR counts from 0; step t = index + 1
-        t = index + 1
-        if self.warmup == 0:
-            return self.d_model**-0.5 * t**-0.5
-        return self.d_model**-0.5 * min(t**-0.5, t * self.warmup**-1.5)
-
-
-@dataclass
-class LinearSchedule:
-    """Linear warm-up to the base lr over `warmup` steps, then linear decay to 0 at `steps`."""
-
-    warmup: int
-    steps: int
-
-    def __call__(self, index: int) -> float:
-        t = index + 1
-        if t <= self.warmup:  # never with warmup 0
-            return t / self.warmup
-        return max(0.0, (self.steps - t + 1) / (self.steps - self.warmup))
-
-
-def schedule_for(recipe: Recipe) -> tuple[float, Callable[[int], float]]:
-    """(base lr, multiplier per step) for LambdaLR."""
-    if recipe.schedule == "noam":
-        return 1.0, NoamSchedule(recipe.d_model, recipe.warmup)
-    return recipe.peak_lr, LinearSchedule(recipe.warmup, recipe.steps)
-
-
-def label_smoothing_floor(epsilon: float, vocab_size: int = VOCAB_SIZE) -> float:
-    """The lowest loss label smoothing allows: the entropy of the smoothed target.
-
-    PyTorch's CrossEntropyLoss(label_smoothing=eps) scores against
-    q = (1 - eps) * one_hot + eps / V, so even p = q costs H(q) =
-    -(1 - eps + eps/V) log(1 - eps + eps/V) - (V - 1) (eps/V) log(eps/V).
-    """
-    if epsilon == 0:
-        return 0.0
-    true, other = 1 - epsilon + epsilon / vocab_size, epsilon / vocab_size
-    return -true * math.log(true) - (vocab_size - 1) * other * math.log(other)
 
 
 # One step -----------------------------------------------------------------------------------
@@ -151,20 +101,6 @@ def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: to
     return step
 
 
-# Checkpoints -------------------------------------------------------------------------------
-
-
-def derive_seed(seed: int, purpose: str) -> int:
-    """An independent seed for one purpose ('batches', ...), fixed by the recipe's seed."""
-    digest = hashlib.sha256(f"{seed}:{purpose}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
-
-def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:
-    """One file per recipe fingerprint: a changed recipe starts afresh, never mixes runs."""
-    return Path(directory) / recipe.fingerprint() / "last.pt"
-
-
 @dataclass
 class Run:
     """Everything that changes while training, i.e. everything a checkpoint must hold."""
@@ -216,30 +152,6 @@ class Run:
         self.step = state["step"]
         self.losses[: self.step] = state["losses"].to(self.device)
         self.grad_norms[: self.step] = state["grad_norms"].to(self.device)
-
-
-def save_checkpoint(path: Path, run: Run) -> None:
-    """torch.save of tensors and plain containers, renamed into place when complete."""
-    with atomic_path(path) as tmp:
-        torch.save(run.state(), tmp)
-
-
-def load_checkpoint(path: Path, run: Run) -> None:
-    """Resume `run` from `path`; a corrupt or foreign file is an error naming the file."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # unpickling errors come in many types
-        raise ResultFileError(f"{path}: corrupt checkpoint ({err}); delete it to restart") from None
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise ResultFileError(f"{path}: not a reversal checkpoint (format {CHECKPOINT_FORMAT})")
-    if state.get("fingerprint") != run.recipe.fingerprint():
-        raise ResultFileError(f"{path}: checkpoint of a different recipe; delete it to restart")
-    if "cuda" in state["rng"] and run.device.type != "cuda":
-        raise ResultFileError(f"{path}: checkpoint written on a GPU, resumed on {run.device}")
-    try:
-        run.restore(state)
-    except (KeyError, RuntimeError, ValueError) as err:
-        raise ResultFileError(f"{path}: checkpoint does not fit the model ({err})") from None
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -319,15 +231,6 @@ def _to(batch: Tensor, device: torch.device) -> Tensor:
     if device.type != "cuda":
         return batch
     return batch.pin_memory().to(device, non_blocking=True)
-
-
-def discard_checkpoints(checkpoint_dir: str | Path, recipe: Recipe) -> None:
-    """After a finished run its checkpoint has served; remove it (and its folder if empty)."""
-    path = checkpoint_path(checkpoint_dir, recipe)
-    path.unlink(missing_ok=True)
-    for folder in (path.parent, path.parent.parent):
-        if folder.exists() and not any(folder.iterdir()):
-            folder.rmdir()
 
 
 class Progress:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from tcrformer.chapters.reversal.data import VOCAB_SIZE
 from tcrformer.core.io import ResultFileError, atomic_path
+from tcrformer.training.data import VOCAB_SIZE
 
 IMPLEMENTATIONS = ("reference", "fast")
 
@@ -40,24 +41,20 @@ def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -
         num_layers=architecture["num_layers"],
         dropout=architecture["dropout"],
     )
+    switches = dict(
+        norm_first=architecture.get("norm") == "pre",
+        positions=architecture.get("positions", True),
+        score_scale=architecture.get("score_scale", True),
+        xavier=init == "xavier",
+    )
     if impl == "reference":
         from tcrformer.models.transformer import EncoderDecoder
 
-        if architecture.get("norm", "post") != "post":
-            raise ValueError("the reference model is Post-LN only")
-        if not architecture.get("positions", True) or not architecture.get("score_scale", True):
-            raise ValueError("the reference model always adds positions and scales its scores")
-        return EncoderDecoder(**shape, xavier=init == "xavier")
+        return EncoderDecoder(**shape, **switches)
     if impl == "fast":
         from tcrformer.models.fast import EncoderDecoder
 
-        return EncoderDecoder(
-            **shape,
-            norm_first=architecture.get("norm") == "pre",
-            positions=architecture.get("positions", True),
-            score_scale=architecture.get("score_scale", True),
-            xavier=init == "xavier",
-        )
+        return EncoderDecoder(**shape, **switches)
     raise ValueError(f"unknown implementation {impl!r}; expected one of {IMPLEMENTATIONS}")
 
 
@@ -136,3 +133,16 @@ def state_dicts_equal(a: nn.Module, b: nn.Module) -> bool:
     """True when both models hold the same keys and bit-identical tensors."""
     sa, sb = a.state_dict(), b.state_dict()
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def with_gru_size(recipe):
+    """A GRU arm without a width gets the one that matches the Transformer's parameter count."""
+    if recipe.arch != "gru" or recipe.gru_hidden is not None:
+        return recipe
+    from tcrformer.models.counting import count_parameters
+    from tcrformer.models.rnn import gru_hidden_for
+
+    transformer = replace(recipe, arch="transformer")
+    size = count_parameters(build_model(transformer.architecture(), transformer.impl))
+    hidden = gru_hidden_for(size, VOCAB_SIZE, VOCAB_SIZE, recipe.num_layers)
+    return replace(recipe, gru_hidden=hidden)

@@ -1,0 +1,15 @@
+"""Training: what turns a recipe into a trained model and measures it, for every chapter
+that trains (reversal, ensemble, claims) and the benches.
+
+    recipe.py       Recipe: every key that shapes a trained model; its checks; the device
+    data.py         the reversal task: tokens, random batches, the held-out set
+    model.py        build a model from a recipe's architecture; save and load its weights
+    schedule.py     the learning rate (Noam, linear) and the label-smoothing loss floor
+    loop.py         one training step and the loop: seeded, logged, resumable
+    checkpoints.py  what a killed run resumes from
+    measures.py     what is measured on a trained model, each measure defined once
+    fingerprint.py  the exact bits of a short run: the numerics check across machines
+
+torch is imported by data, model, loop, checkpoints and measures: rule scripts import them
+after pinning the numerics (core.runner).
+"""

@@ -1,0 +1,217 @@
+"""What is measured on a trained reversal model, each measure defined once.
+
+Exact reversal (seed section 10.9): greedy decoding from <bos>; a string of length L counts
+when its L letters and the <eos> after them all match the target.
+
+Anti-diagonal: writing the k-th letter of the answer (k = 0..L-1) the decoder should look at
+source position L-1-k; the measure is the mean, over strings and letters, of the attention
+weight there.
+
+Shapes: B strings, Ls source and Lt target positions, h heads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from tcrformer.models.fast import Attention, FeedForward, record_attention
+from tcrformer.models.transformer import greedy_decode, make_masks
+from tcrformer.training.data import BOS, EOS, PAD, heldout_set
+from tcrformer.training.model import build_model
+
+FINAL_STEPS = 100  # the final loss: the mean of the last steps
+SPIKE_WINDOW, SPIKE_FACTOR, SPIKE_AFTER = 50, 1.5, 100
+CALIBRATION_BINS = 10
+DECODE_BATCH = 500  # strings decoded at once
+
+
+def heldout(recipe) -> tuple[Tensor, Tensor]:
+    """The recipe's held-out strings and their reversals: (eval_n, Ls), (eval_n, Ls + 2)."""
+    return heldout_set(recipe.eval_n, recipe.min_len, recipe.max_len, recipe.eval_seed)
+
+
+# Exact reversals ----------------------------------------------------------------------------
+
+
+def scored(written: Tensor, tgt: Tensor) -> Tensor:
+    """(B,) bool: each decoded row (from <bos>) matches its target, letters and <eos>."""
+    padded = torch.full_like(tgt, PAD)
+    n = min(written.size(1), tgt.size(1))
+    padded[:, :n] = written[:, :n]
+    return ((padded == tgt) | (tgt == PAD)).all(dim=1)
+
+
+def exact_rows(model: nn.Module, src: Tensor, tgt: Tensor) -> Tensor:
+    """(B,) bool: the model's greedy output is the target."""
+    correct = []
+    for start in range(0, src.size(0), DECODE_BATCH):
+        s, t = src[start : start + DECODE_BATCH], tgt[start : start + DECODE_BATCH]
+        out = greedy_decode(model, s, max_len=t.size(1) - 1, bos=BOS, eos=EOS, pad_idx=PAD)
+        correct.append(scored(out, t))
+    return torch.cat(correct)
+
+
+def exact_by_length(correct: Tensor, src: Tensor) -> dict[int, float]:
+    """The fraction exact at each string length."""
+    lengths = (src != PAD).sum(1).numpy()
+    hits = correct.numpy()
+    return {int(n): float(hits[lengths == n].mean()) for n in np.unique(lengths)}
+
+
+# Where cross-attention looks ----------------------------------------------------------------
+
+
+def cross_attention(model: nn.Module, src: Tensor, written: Tensor, layer: int) -> Tensor:
+    """Cross-attention weights (B, h, Lt, Ls) of decoder layer `layer` (1-based), the decoder
+    teacher-forced on `written` (<bos> and the tokens written after it)."""
+    tgt_in = written[:, :-1]
+    with torch.no_grad(), record_attention(model):  # a no-op for the reference
+        model.eval()
+        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+        return model.decoder.layers[layer - 1].cross_attn.attn
+
+
+def antidiagonal(weights: Tensor, lengths) -> float:
+    """Mean over strings b and letters k < L_b of weights[b, k, L_b - 1 - k].
+
+    weights (B, Lt, Ls): one map per string (one head's, or the heads' mean); a string's
+    letters beyond the rows written (Lt) are left out."""
+    picked = []
+    for b, length in enumerate(int(n) for n in lengths):
+        k = torch.arange(min(length, weights.size(1)))
+        picked.append(weights[b, k, length - 1 - k])
+    return float(torch.cat(picked).mean())
+
+
+# The loss curve --------------------------------------------------------------------------------
+
+
+def spikes(losses: np.ndarray) -> int:
+    """Steps after SPIKE_AFTER whose loss exceeds SPIKE_FACTOR x the median of the
+    SPIKE_WINDOW steps before it."""
+    count = 0
+    for t in range(max(SPIKE_AFTER, SPIKE_WINDOW), len(losses)):
+        window = losses[t - SPIKE_WINDOW : t]
+        if np.isfinite(losses[t]) and losses[t] > SPIKE_FACTOR * np.median(window):
+            count += 1
+    return count
+
+
+def curve_metrics(history: pd.DataFrame, first_steps: int = 500) -> dict[str, float]:
+    """The final loss (mean of the last FINAL_STEPS; infinite when a loss is not finite),
+    the mean loss of the first steps, loss spikes and the largest pre-clip gradient norm."""
+    losses, norms = history["loss"].to_numpy(), history["grad_norm"].to_numpy()
+    final = losses[-FINAL_STEPS:]
+    return {
+        "final_loss": float(final.mean()) if np.isfinite(final).all() else math.inf,
+        "early_loss": float(np.mean(losses[:first_steps])),
+        "spikes": spikes(losses),
+        "max_grad_norm": float(np.nanmax(norms)),
+    }
+
+
+# Calibration, decoding, ablations, initial scales ------------------------------------------------
+
+
+def calibration(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Any]:
+    """Teacher-forced, on the held-out targets: confidence (the top probability) against
+    accuracy, their difference (over-confidence), ECE over CALIBRATION_BINS bins, and the
+    bins themselves (for the reliability figure)."""
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    with torch.no_grad():
+        model.eval()
+        logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+    probs = logits.double().softmax(-1)
+    real = tgt_out != PAD
+    confidence, guess = probs.max(-1)
+    confidence, correct = confidence[real].numpy(), (guess == tgt_out)[real].numpy()
+    edges = np.linspace(0, 1, CALIBRATION_BINS + 1)
+    which = np.clip(np.digitize(confidence, edges) - 1, 0, CALIBRATION_BINS - 1)
+    bins = []
+    for b in range(CALIBRATION_BINS):
+        inside = which == b
+        if inside.any():
+            bins.append([int(inside.sum()), float(confidence[inside].mean()),
+                         float(correct[inside].mean())])  # fmt: skip
+        else:
+            bins.append([0, None, None])  # an empty bin has no confidence or accuracy
+    ece = sum(n * abs(c - a) for n, c, a in bins if n) / len(confidence)
+    return {
+        "overconfidence": float(confidence.mean() - correct.mean()),
+        "ece": float(ece),
+        "calibration_bins": bins,  # [count, mean confidence, accuracy] per bin
+    }
+
+
+def beam_metrics(model: nn.Module, src: Tensor, tgt: Tensor, width: int) -> dict[str, float]:
+    """Greedy against beam search: exact reversals and the mean sequence log-probability.
+
+    Both decoders' outputs are scored by the one teacher-forced pass (sequence_log_prob),
+    so the same output gets the same score to the bit. The beam's own running score comes
+    from incremental float32 steps and differs from it by ~1e-8, which alone would make an
+    equal output look worse or better."""
+    from tcrformer.models.decoding import beam_search, sequence_log_prob
+
+    max_len = tgt.size(1) - 1
+    greedy = greedy_decode(model, src, max_len=max_len, bos=BOS, eos=EOS, pad_idx=PAD)
+    beam, _ = beam_search(model, src, max_len, BOS, EOS, width, PAD)
+    return {
+        "greedy_exact": int(scored(greedy, tgt).sum()),
+        "beam_exact": int(scored(beam, tgt).sum()),
+        "greedy_logprob": float(sequence_log_prob(model, src, greedy, EOS, PAD).mean()),
+        "beam_logprob": float(sequence_log_prob(model, src, beam, EOS, PAD).mean()),
+    }
+
+
+def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str, Any]]:
+    """Every cross-attention head: its mean anti-diagonal attention mass on the held-out
+    strings (teacher-forced), and the drop in held-out exact when its output is zeroed."""
+    lengths = (src != PAD).sum(1)  # (B,)
+    tgt_in = tgt[:, :-1]
+    with torch.no_grad(), record_attention(model):
+        model.eval()
+        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+    base = int(exact_rows(model, src, tgt).sum())
+    rows = []
+    for layer, block in enumerate(model.decoder.layers, start=1):
+        attention = block.cross_attn
+        weights = attention.attn  # (B, h, Lt, Ls)
+        for head in range(attention.h):
+            attention.keep = torch.ones(attention.h)
+            attention.keep[head] = 0.0
+            ablated = int(exact_rows(model, src, tgt).sum())
+            attention.keep = None
+            rows.append({
+                "layer": layer,
+                "head": head + 1,
+                "antidiagonal": antidiagonal(weights[:, head], lengths),
+                "drop": base - ablated,
+            })  # fmt: skip
+    return rows
+
+
+def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:
+    """At step 0 (the seed's initial weights), eval mode, one batch: RMS of every attention
+    and feed-forward sub-layer's output over the RMS of its input."""
+    torch.manual_seed(recipe.seed)
+    model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).eval()
+    ratios: list[float] = []
+
+    def hook(module, inputs, output):
+        x = inputs[0]
+        ratios.append(float(output.pow(2).mean().sqrt() / x.pow(2).mean().sqrt()))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, Attention | FeedForward)]  # fmt: skip
+    tgt_in = tgt[:, :-1]
+    with torch.no_grad():
+        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+    for handle in handles:
+        handle.remove()
+    return ratios
