@@ -45,7 +45,8 @@ SWITCHES = [
     {"norm_first": True},
     {"positions": False},
     {"score_scale": False},
-    {"xavier": False},
+    {"init": "default"},
+    {"init": "linear_default"},
 ]
 
 
@@ -75,7 +76,7 @@ def test_each_switch_gives_the_same_model_in_both_implementations(switch):
     assert (quick(src, tgt_in, src_mask, tgt_mask) - logits).abs().max() < 1e-5
     torch.manual_seed(3)
     paper = transformer.EncoderDecoder(V, V, **SHAPE).eval()
-    if "xavier" in switch:  # the switch changes the initial weights
+    if "init" in switch:  # the switch changes the initial weights
         assert not torch.equal(paper.generator.weight, reference.generator.weight)
     elif switch:  # the switch changes what the same weights compute
         paper.load_state_dict(reference.state_dict(), strict=False)

@@ -13,11 +13,31 @@ include: "claims_common.smk"
 
 wildcard_constraints:
     arm="|".join(CLAIMS.arms),
+    sweep="|".join(CLAIMS.sweeps) or "none",
+
+
+# Before any arm trains: every claim's digest and the claims file's sha256. No params and no
+# inputs, so a later change to a claim never rewrites it; the summary compares against it.
+rule claims_register:
+    output:
+        registration=result("claims", "registration.json"),
+    log:
+        log_for("claims_register"),
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        claims_file="config/claims.yaml",
+    script:
+        "../scripts/claims_register.py"
 
 
 rule train_claim_arm:
+    input:
+        registration=ancient(rules.claims_register.output.registration),
+        sweep=sweep_choice,
     output:
-        model=result("claims", "arms/{arm}/seed{seed}/model.safetensors"),
+        model=temp(result("claims", "arms/{arm}/seed{seed}/model.safetensors")),
         history=result("claims", "arms/{arm}/seed{seed}/history.csv"),
         numerics=result("claims", "arms/{arm}/seed{seed}/numerics.json"),
         timing=result("claims", "arms/{arm}/seed{seed}/training_time.json"),
@@ -63,6 +83,22 @@ rule evaluate_claim_arm:
         "../scripts/evaluate_claim_arm.py"
 
 
+rule claims_sweep:
+    input:
+        metrics=sweep_metrics,
+    output:
+        choice=result("claims", "sweeps/{sweep}.json"),
+    log:
+        log_for("claims_sweep_{sweep}"),
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        values=sweep_values,
+    script:
+        "../scripts/claims_sweep.py"
+
+
 rule claims_analytic:
     output:
         analytic=result("claims", "analytic.json"),
@@ -106,9 +142,11 @@ rule claims_rnn_speed:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
     params:
-        transformer=lambda wc: CLAIMS.recipe("baseline", CLAIMS.seeds[0]).params(),
+        transformer=lambda wc: CLAIMS.recipe(
+            claim_test("speed")["reference"], CLAIMS.seeds[0]
+        ).params(),
         gru=lambda wc: CLAIMS.recipe(
-            claim_test("rnn").get("arm", "baseline"), CLAIMS.seeds[0]
+            claim_test("speed")["arm"], CLAIMS.seeds[0]
         ).params(),
         numerics=NUMERICS,
     script:
@@ -117,8 +155,10 @@ rule claims_rnn_speed:
 
 rule claims_summary:
     input:
-        metrics=claim_metrics(),
-        histories=claim_histories(),
+        metrics=claim_files("metrics.json"),
+        histories=claim_files("history.csv"),
+        registration=rules.claims_register.output.registration,
+        sweeps=expand(rules.claims_sweep.output.choice, sweep=CLAIMS.sweeps),
         analytic=rules.claims_analytic.output.analytic,
         cost=rules.claims_cost.output.summary,
         cost_table=rules.claims_cost.output.table,
@@ -127,7 +167,7 @@ rule claims_summary:
         table=report(
             result("claims", "claims.csv"),
             caption="../report/claims_table.rst",
-            category="7. Claims",
+            category=CATEGORIES["claims"],
         ),
         md=result("claims", "claims.md"),
         figure_data=result("claims", "figure_data.json"),
@@ -138,8 +178,7 @@ rule claims_summary:
         "../../envs/numeric.yaml"
     params:
         config=params_of("claims", "reversal", "toy", "notes", "figures"),
-        arms=CLAIM_ARMS,
-        seeds=CLAIMS.seeds,
+        jobs=claim_jobs(),
     script:
         "../scripts/claims_summary.py"
 

@@ -2,7 +2,8 @@
 
 CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
-EXTRAS = ("beam", "importance", "init")  # what a claim adds to an arm's evaluation
+# What a claim's metric adds to an arm's evaluation: metric -> the evaluation's extra.
+EXTRAS = {"beam_net_wins": "beam", "importance_rho": "importance", "init_scale": "init"}
 
 
 def claim_recipe(wc):
@@ -11,25 +12,45 @@ def claim_recipe(wc):
 
 
 def claim_extras(wc):
-    return [kind for kind in EXTRAS if wc.arm in CLAIMS.arms_needing(kind)]
+    return [
+        extra
+        for metric, extra in EXTRAS.items()
+        if wc.arm in CLAIMS.arms_needing(metric)
+    ]
 
 
-def claim_metrics():
-    return expand(
-        result("claims", "arms/{arm}/seed{seed}/metrics.json"),
-        arm=CLAIM_ARMS,
-        seed=CLAIMS.seeds,
-    )
+def claim_jobs():
+    """(arm, seed) of every training job: a sweep's candidates run the sweep's seeds."""
+    return [(arm, seed) for arm in CLAIM_ARMS for seed in CLAIMS.seeds_of(arm)]
 
 
-def claim_histories():
-    return expand(
-        result("claims", "arms/{arm}/seed{seed}/history.csv"),
-        arm=CLAIM_ARMS,
-        seed=CLAIMS.seeds,
-    )
+def claim_files(name):
+    return [
+        result("claims", f"arms/{arm}/seed{seed}/{name}") for arm, seed in claim_jobs()
+    ]
 
 
-def claim_test(kind):
-    """The test of the first claim of this kind, or {} (its numbers feed a rule's params)."""
-    return next((c.test for c in CLAIMS.claims if c.test["kind"] == kind), {})
+def sweep_choice(wc):
+    """The choice file of the sweep that sets a key of this arm, or nothing."""
+    sweep = CLAIMS.sweep_of(wc.arm)
+    return [result("claims", f"sweeps/{sweep.name}.json")] if sweep else []
+
+
+def sweep_metrics(wc):
+    sweep = CLAIMS.sweeps[wc.sweep]
+    return [
+        result("claims", f"arms/{arm}/seed{seed}/metrics.json")
+        for arm in sweep.candidates
+        for seed in sweep.seeds
+    ]
+
+
+def sweep_values(wc):
+    """{candidate arm: its value of the swept key}."""
+    sweep = CLAIMS.sweeps[wc.sweep]
+    return {arm: getattr(CLAIMS.arms[arm], sweep.key) for arm in sweep.candidates}
+
+
+def claim_test(effect):
+    """The test of the first claim of this effect, or {} (its numbers feed a rule's params)."""
+    return next((c.test for c in CLAIMS.claims if c.test.get("effect") == effect), {})

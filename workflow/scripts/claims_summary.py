@@ -10,13 +10,15 @@ from tcrformer.core.runner import run
 
 def main(smk):
     settings = Settings.from_config(smk.params.config)
-    arms, seeds = smk.params.arms, smk.params.seeds
-    metrics, histories = {arm: [] for arm in arms}, {arm: [] for arm in arms}
+    metrics, histories = {}, {}
     paths = zip(smk.input.metrics, smk.input.histories, strict=True)
-    pairs = [(arm, seed) for arm in arms for seed in seeds]  # expand's order: arm, then seed
-    for (arm, _), (metrics_path, history_path) in zip(pairs, paths, strict=True):
-        metrics[arm].append(read_json(metrics_path))
-        histories[arm].append(pd.read_csv(history_path))
+    for (arm, _), (metrics_path, history_path) in zip(smk.params.jobs, paths, strict=True):
+        metrics.setdefault(arm, []).append(read_json(metrics_path))
+        histories.setdefault(arm, []).append(pd.read_csv(history_path))
+    sweeps = {}
+    for path in smk.input.sweeps:
+        choice = read_json(path)
+        sweeps[choice["sweep"]] = choice
     results = claims_summary(
         settings,
         metrics,
@@ -25,6 +27,8 @@ def main(smk):
         read_json(smk.input.cost),
         pd.read_csv(smk.input.cost_table),
         read_json(smk.input.speed),
+        read_json(smk.input.registration),
+        sweeps,
     )
     write_named(smk.output, results)
 

@@ -20,7 +20,7 @@ how the arithmetic is issued:
 The same switches as the reference: `norm_first=True` gives a Pre-LN stack (x +
 sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe; and, for the
 claims chapter's arms, `positions=False` (no positional encoding), `score_scale=False` (no
-1/sqrt(d_k)) and `xavier=False` (PyTorch's default initialisation). tests/test_fast.py holds
+1/sqrt(d_k)) and `init` (transformer.initialise). tests/test_fast.py holds
 the two to the same numbers under each switch.
 """
 
@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from tcrformer.models.transformer import MASKED_SCORE, make_masks, positional_table
+from tcrformer.models.transformer import MASKED_SCORE, initialise, make_masks, positional_table
 
 _DRAW_LEVELS = 1 << 16  # dropout draws are 16-bit integers
 
@@ -309,7 +309,7 @@ class EncoderDecoder(nn.Module):
         norm_first=False,
         positions=True,
         score_scale=True,
-        xavier=True,
+        init="xavier",
     ):
         super().__init__()
         self.d_model, self.num_heads, self.positions = d_model, num_heads, positions
@@ -321,10 +321,7 @@ class EncoderDecoder(nn.Module):
         self.encoder = Stack([EncoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
         self.decoder = Stack([DecoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
         self.generator = nn.Linear(d_model, tgt_vocab)
-        if xavier:  # the paper's; else each module keeps PyTorch's own initialisation
-            for param in self.parameters():
-                if param.dim() > 1:
-                    nn.init.xavier_uniform_(param)
+        initialise(self, init)
         if not score_scale:
             for module in self.modules():
                 if isinstance(module, Attention):

@@ -301,11 +301,11 @@ class EncoderDecoder(nn.Module):
         norm_first: bool = False,
         positions: bool = True,
         score_scale: bool = True,
-        xavier: bool = True,
+        init: str = "xavier",
     ):
         """The paper's model by default. The switches, each one change (the claims' arms):
         norm_first (Pre-LN), positions=False (no positional encoding), score_scale=False
-        (no 1/sqrt(d_k)), xavier=False (PyTorch's own initialisation)."""
+        (no 1/sqrt(d_k)), init (see `initialise`)."""
         super().__init__()
         self.d_model = d_model
         self.src_embed = nn.Embedding(src_vocab, d_model)
@@ -315,10 +315,7 @@ class EncoderDecoder(nn.Module):
         self.encoder = Encoder(d_model, num_heads, d_ff, num_layers, dropout, **options)
         self.decoder = Decoder(d_model, num_heads, d_ff, num_layers, dropout, **options)
         self.generator = nn.Linear(d_model, tgt_vocab)  # scores over the target vocabulary
-        if xavier:  # the paper's; else each module keeps PyTorch's own initialisation
-            for p in self.parameters():
-                if p.dim() > 1:
-                    nn.init.xavier_uniform_(p)
+        initialise(self, init)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:  # (B, L) -> (B, L, d)
         return self.positions(embedding(tokens) * math.sqrt(self.d_model))
@@ -344,6 +341,26 @@ class EncoderDecoder(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:  # -> logits (B, Lt, tgt_vocab)
         return self.decode(tgt_in, self.encode(src, src_mask), src_mask, tgt_mask)
+
+
+def initialise(model: nn.Module, init: str) -> None:
+    """The weights' initial values, drawn from torch's global generator in parameter order:
+
+    xavier          Xavier-uniform for every weight matrix (the paper's)
+    linear_default  Xavier-uniform for the embeddings only; each linear layer keeps PyTorch's
+                    own initialisation (Kaiming-uniform), so only the layers' scale changes
+    default         PyTorch's own everywhere (the embeddings then N(0, 1))
+    """
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}; expected one of {', '.join(INITS)}")
+    if init == "default":
+        return
+    for name, param in model.named_parameters():
+        if param.dim() > 1 and (init == "xavier" or name.endswith("embed.weight")):
+            nn.init.xavier_uniform_(param)
+
+
+INITS = ("xavier", "linear_default", "default")
 
 
 # 9. Masks, teacher forcing and greedy decoding -------------------------------------------

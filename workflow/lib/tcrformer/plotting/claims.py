@@ -8,11 +8,6 @@ from matplotlib.figure import Figure
 
 from tcrformer.plotting import style
 
-TRAINING_CLAIMS = (
-    "warmup", "pre_ln", "label_smoothing", "dropout", "clipping", "xavier", "positions",
-    "sqrt_dk", "rnn",
-)  # fmt: skip
-
 
 def _loss_panel(ax: Axes, data, claim: str) -> None:
     arms = [a for a in data.claim_arms.get(claim, []) if a in data.loss_curves]
@@ -26,8 +21,8 @@ def _loss_panel(ax: Axes, data, claim: str) -> None:
 
 
 def figC1_training_arms(data) -> Figure:
-    """The training loss of every arm, one panel per claim that trains."""
-    claims = [c for c in TRAINING_CLAIMS if c in data.claim_arms]
+    """The training loss of every arm, one panel per experiment that trains."""
+    claims = [c for c, arms in data.claim_arms.items() if arms]
     columns = 3
     rows = -(-len(claims) // columns)
     fig = style.new_figure(13.0, 3.4 * rows)
@@ -61,7 +56,7 @@ def figC2_gradients_and_calibration(data) -> Figure:
         cal_ax.plot(bins[used, 1], bins[used, 2], "o-", color=colour, label=arm)
     cal_ax.set_xlabel("confidence (top probability), held-out tokens")
     cal_ax.set_ylabel("accuracy")
-    cal_ax.set_title(data.title("label smoothing and over-confidence", "label_smoothing"),
+    cal_ax.set_title(data.title("label smoothing and over-confidence", "smoothing_confidence"),
                      fontsize=9)  # fmt: skip
     cal_ax.legend()
     fig.suptitle("Fig. C2  What clipping and label smoothing do")
@@ -73,16 +68,16 @@ def figC3_attention_importance(data) -> Figure:
     held-out exact reversals when it is removed."""
     fig = style.new_figure(6.4, 5.0)
     ax = fig.add_subplot()
-    layers = sorted({h["layer"] for h in data.heads})
-    for layer, colour in zip(layers, style.categorical_colours(len(layers)), strict=True):
-        mine = [h for h in data.heads if h["layer"] == layer]
+    seeds = sorted({h["seed"] for h in data.heads})
+    for seed, colour in zip(seeds, style.categorical_colours(len(seeds)), strict=True):
+        mine = [h for h in data.heads if h["seed"] == seed]
         ax.scatter([h["antidiagonal"] for h in mine], [h["drop"] for h in mine],
-                   color=colour, label=f"decoder layer {layer}")  # fmt: skip
+                   color=colour, s=14, label=f"seed {seed}")  # fmt: skip
     ax.set_xlabel("mean attention on the mirror residue (anti-diagonal)")
     ax.set_ylabel(f"drop in held-out exact (of {data.eval_n}) when removed")
     ax.set_title(data.title("attention is not importance", "attention_importance"), fontsize=9)
-    ax.legend()
-    fig.suptitle("Fig. C3  Where attention looks, and what each head is worth")
+    ax.legend(fontsize=7, ncol=2)
+    fig.suptitle("Fig. C3  Where attention looks, and what each head is worth (one colour a seed)")
     return fig
 
 
@@ -112,6 +107,12 @@ def figC4_positional_encoding(data) -> Figure:
         f"positions, {a['permutation_on']:.2g} with"
     )
     fit_ax.set_title(data.title(title, "relative_positions"), fontsize=9)
+    ratios = np.asarray(a["jacobian_ratios"])
+    inset = fit_ax.inset_axes([0.6, 0.55, 0.37, 0.4])
+    inset.hist(ratios, bins=20, color=style.MUTED)
+    inset.axvline(2.0, color=style.HIGHLIGHT, lw=1)
+    inset.set_title(f"sqrt(d_k): Jacobian ratio, {ratios.size} draws", fontsize=7)
+    inset.tick_params(labelsize=6)
     fig.suptitle("Fig. C4  What the sinusoidal positions give")
     return fig
 
@@ -132,7 +133,7 @@ def figC5_attention_cost(data) -> Figure:
     memory_ax.set_xlabel("sequence length L")
     memory_ax.set_ylabel("bytes")
     memory_ax.set_title(data.title(f"memory ~ L^{data.cost['memory_exponent']:.2f}",
-                                   "quadratic_cost"), fontsize=9)  # fmt: skip
+                                   "quadratic_memory"), fontsize=9)  # fmt: skip
     memory_ax.legend()
     fig.suptitle("Fig. C5  Attention's cost grows with the square of the length")
     return fig
@@ -147,20 +148,50 @@ def figC6_recurrent_and_beam(data) -> Figure:
         by_length = data.exact_by_length[arm]
         length_ax.plot([int(n) for n in by_length], list(by_length.values()), "o-",
                        color=colour, label=arm)  # fmt: skip
-    speeds = ", ".join(f"{k.removesuffix('_steps_per_s')} {v:.1f}" for k, v in data.speed.items())
+    speeds = ", ".join(
+        f"{k.removesuffix('_steps_per_s')} {v:.1f}"
+        for k, v in data.speed.items()
+        if k.endswith("_steps_per_s")
+    )
     length_ax.set_xlabel("string length")
     length_ax.set_ylabel("held-out exact fraction (median over seeds)")
-    length_ax.set_title(data.title(f"slow and forgetful? steps/s: {speeds}", "rnn"), fontsize=9)
+    length_ax.set_title(data.title(f"forgetful? steps/s: {speeds}", "rnn_forgetful"), fontsize=9)
     length_ax.legend()
     arms = list(data.beam)
     x = np.arange(len(arms))
-    greedy = [data.beam[a]["greedy_logprob"] for a in arms]
-    beam = [data.beam[a]["beam_logprob"] for a in arms]
-    beam_ax.bar(x - 0.2, greedy, 0.4, color=style.MUTED, label="greedy")
-    beam_ax.bar(x + 0.2, beam, 0.4, color=style.HIGHLIGHT, label="beam")
+    for offset, key, colour in ((-0.27, "beam_wins", style.HIGHLIGHT),
+                                (0.0, "beam_ties", style.MUTED),
+                                (0.27, "beam_losses", "black")):  # fmt: skip
+        beam_ax.bar(x + offset, [data.beam[a][key] for a in arms], 0.27, color=colour,
+                    label=key.removeprefix("beam_"))  # fmt: skip
     beam_ax.set_xticks(x, arms)
-    beam_ax.set_ylabel("mean sequence log-probability")
-    beam_ax.set_title(data.title("beam search keeps the k best", "beam_search"), fontsize=9)
+    beam_ax.set_ylabel(f"held-out strings (of {data.eval_n}), median over seeds")
+    beam_ax.set_title(data.title("beam against greedy, string by string", "beam_search"),
+                      fontsize=9)  # fmt: skip
     beam_ax.legend()
     fig.suptitle("Fig. C6  A recurrent baseline, and beam search against greedy decoding")
+    return fig
+
+
+def figC7_effects(data) -> Figure:
+    """Every experiment's effect with its 95 % interval over seeds, and the margin it must
+    clear, each on its own scale."""
+    effects = data.effects
+    fig = style.new_figure(7.5, 0.55 * len(effects) + 1.6)
+    axes = np.atleast_1d(fig.subplots(len(effects), 1))
+    for ax, e in zip(axes, effects, strict=True):
+        ax.axvline(e["margin"], color=style.HIGHLIGHT, ls="--", lw=1)
+        if e["direction"] == "equivalent":
+            ax.axvline(-e["margin"], color=style.HIGHLIGHT, ls="--", lw=1)
+        if e["estimate"] is not None:
+            low = e["low"] if e["low"] is not None else e["estimate"]
+            high = e["high"] if e["high"] is not None else e["estimate"]
+            ax.errorbar([e["estimate"]], [0], xerr=[[e["estimate"] - low], [high - e["estimate"]]],
+                        fmt="o", color="black", capsize=3)  # fmt: skip
+        ax.set_yticks([0], [f"{e['id']}: {data.verdicts.get(e['id'], '?')}"], fontsize=7)
+        ax.tick_params(axis="x", labelsize=6)
+        ax.set_ylim(-1, 1)
+    mark = " (reduced run: not a verdict)" if data.reduced else ""
+    title = f"Fig. C7  Effects, 95 % intervals over {data.seeds} seeds, margins (dashed)"
+    fig.suptitle(title + mark, fontsize=9)
     return fig

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from tcrformer.core.io import ResultFileError, atomic_path
 from tcrformer.training.recipe import Recipe
 
-if TYPE_CHECKING:
-    from tcrformer.training.loop import Run
-
 CHECKPOINT_FORMAT = 2  # 2: the gradient norms are saved too
+# `run` below is a training.loop.Run: what it holds is its state() and restore().
 
 
 def derive_seed(seed: int, purpose: str) -> int:
@@ -32,13 +30,13 @@ def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:
     return Path(directory) / recipe.fingerprint() / "last.pt"
 
 
-def save_checkpoint(path: Path, run: Run) -> None:
+def save_checkpoint(path: Path, run: Any) -> None:
     """torch.save of tensors and plain containers, renamed into place when complete."""
     with atomic_path(path) as tmp:
         torch.save(run.state(), tmp)
 
 
-def load_checkpoint(path: Path, run: Run) -> None:
+def load_checkpoint(path: Path, run: Any) -> None:
     """Resume `run` from `path`; a corrupt or foreign file is an error naming the file."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

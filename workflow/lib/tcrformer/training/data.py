@@ -56,6 +56,31 @@ def random_batch(
     return src, tgt
 
 
+class TrainingStrings:
+    """Where a recipe's training batches come from.
+
+    train_set None (the paper's): fresh random strings at every step, so no string is seen
+    twice. train_set N: one fixed set of N strings, drawn once from its own seed, and each
+    batch drawn from it with replacement; a model can then overfit, which is what the
+    claims' generalisation arms need. `generator` (saved in checkpoints) drives the batches.
+    """
+
+    def __init__(self, recipe, generator: torch.Generator, set_seed: int | None = None):
+        self.recipe, self.generator = recipe, generator
+        self.fixed = None
+        if recipe.train_set is not None:
+            draw = torch.Generator().manual_seed(set_seed)
+            self.fixed = random_batch(recipe.train_set, recipe.min_len, recipe.max_len, draw)
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        r = self.recipe
+        if self.fixed is None:
+            return random_batch(r.batch_size, r.min_len, r.max_len, self.generator)
+        rows = torch.randint(0, r.train_set, (r.batch_size,), generator=self.generator)
+        src, tgt = self.fixed
+        return src[rows], tgt[rows]
+
+
 def heldout_set(n: int, min_len: int, max_len: int, seed: int):
     """The held-out test: n strings drawn from their own generator, never seen in training."""
     generator = torch.Generator().manual_seed(seed)

@@ -32,7 +32,7 @@ from tcrformer.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from tcrformer.training.data import PAD, random_batch
+from tcrformer.training.data import PAD, TrainingStrings
 from tcrformer.training.model import build_model
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
@@ -110,7 +110,7 @@ class Run:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    batches: torch.Generator  # training data only
+    strings: TrainingStrings  # the training data; its generator is saved in checkpoints
     losses: Tensor  # (steps,) on the device, filled as training goes
     grad_norms: Tensor  # (steps,) the gradient norm before clipping, at every step
     step: int = 0  # steps done
@@ -122,7 +122,7 @@ class Run:
         return dropout if getattr(dropout, "bits", None) is not None else None
 
     def state(self) -> dict:
-        rng = {"torch": torch.get_rng_state(), "batches": self.batches.get_state()}
+        rng = {"torch": torch.get_rng_state(), "batches": self.strings.generator.get_state()}
         if self.dropout_bits is not None:
             rng["dropout_bits"] = self.dropout_bits.state()
         if self.device.type == "cuda":
@@ -144,7 +144,7 @@ class Run:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
-        self.batches.set_state(state["rng"]["batches"])
+        self.strings.generator.set_state(state["rng"]["batches"])
         if self.dropout_bits is not None:
             self.dropout_bits.set_state(state["rng"]["dropout_bits"])
         if self.device.type == "cuda":
@@ -173,9 +173,10 @@ def new_run(recipe: Recipe, device: torch.device) -> Run:
         model.dropout.draw_bits_from(derive_seed(recipe.seed, "dropout"))
     optimizer, scheduler = make_optimizer(recipe, model, device)
     batches = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
+    strings = TrainingStrings(recipe, batches, derive_seed(recipe.seed, "train_set"))
     losses = torch.full((recipe.steps,), math.nan, device=device)
     grad_norms = torch.full((recipe.steps,), math.nan, device=device)
-    return Run(recipe, device, model, optimizer, scheduler, batches, losses, grad_norms)
+    return Run(recipe, device, model, optimizer, scheduler, strings, losses, grad_norms)
 
 
 def train(
@@ -198,7 +199,7 @@ def train(
     progress = Progress(recipe.steps, run.step)
     first_step_s = None
     for step in range(run.step + 1, recipe.steps + 1):
-        src, tgt = random_batch(recipe.batch_size, recipe.min_len, recipe.max_len, run.batches)
+        src, tgt = run.strings.next_batch()
         lr = run.scheduler.get_last_lr()[0]
         run.losses[step - 1], run.grad_norms[step - 1] = step_fn(_to(src, device), _to(tgt, device))
         run.step = step

@@ -36,6 +36,17 @@ def heldout(recipe) -> tuple[Tensor, Tensor]:
     return heldout_set(recipe.eval_n, recipe.min_len, recipe.max_len, recipe.eval_seed)
 
 
+def training_strings(recipe) -> tuple[Tensor, Tensor] | None:
+    """The first eval_n strings of a recipe's fixed training set (None: fresh strings)."""
+    if recipe.train_set is None:
+        return None
+    from tcrformer.training.checkpoints import derive_seed
+    from tcrformer.training.data import TrainingStrings
+
+    fixed = TrainingStrings(recipe, torch.Generator(), derive_seed(recipe.seed, "train_set")).fixed
+    return fixed[0][: recipe.eval_n], fixed[1][: recipe.eval_n]
+
+
 # Exact reversals ----------------------------------------------------------------------------
 
 
@@ -103,15 +114,34 @@ def spikes(losses: np.ndarray) -> int:
     return count
 
 
-def curve_metrics(history: pd.DataFrame, first_steps: int = 500) -> dict[str, float]:
+def worst_jump(losses: np.ndarray, floor: float) -> float:
+    """The largest rise of the excess loss (loss - floor, the part training can remove) in
+    one step, against the median excess of the SPIKE_WINDOW steps before it, in log2 units,
+    after SPIKE_AFTER steps: 1.0 is a batch whose excess loss doubled. Near the label-smoothing
+    floor a plain loss ratio cannot move (0.611 + a doubled 0.02 is a 3 % rise); this can.
+    Infinite when a loss is not finite."""
+    if not np.isfinite(losses).all():
+        return math.inf
+    excess = np.maximum(losses - floor, 1e-12)
+    worst = -math.inf
+    for t in range(max(SPIKE_AFTER, SPIKE_WINDOW), len(losses)):
+        worst = max(worst, math.log2(excess[t] / np.median(excess[t - SPIKE_WINDOW : t])))
+    return float(worst)
+
+
+def curve_metrics(
+    history: pd.DataFrame, first_steps: int = 500, floor: float = 0.0
+) -> dict[str, float]:
     """The final loss (mean of the last FINAL_STEPS; infinite when a loss is not finite),
-    the mean loss of the first steps, loss spikes and the largest pre-clip gradient norm."""
+    the mean loss of the first steps, loss spikes, the worst excess-loss jump above `floor`
+    and the largest pre-clip gradient norm."""
     losses, norms = history["loss"].to_numpy(), history["grad_norm"].to_numpy()
     final = losses[-FINAL_STEPS:]
     return {
         "final_loss": float(final.mean()) if np.isfinite(final).all() else math.inf,
         "early_loss": float(np.mean(losses[:first_steps])),
         "spikes": spikes(losses),
+        "worst_jump": worst_jump(losses, floor),
         "max_grad_norm": float(np.nanmax(norms)),
     }
 
@@ -161,12 +191,31 @@ def beam_metrics(model: nn.Module, src: Tensor, tgt: Tensor, width: int) -> dict
     max_len = tgt.size(1) - 1
     greedy = greedy_decode(model, src, max_len=max_len, bos=BOS, eos=EOS, pad_idx=PAD)
     beam, _ = beam_search(model, src, max_len, BOS, EOS, width, PAD)
+    greedy_logprob = sequence_log_prob(model, src, greedy, EOS, PAD)
+    beam_logprob = sequence_log_prob(model, src, beam, EOS, PAD)
+    tie = same_through_eos(greedy, beam) | (beam_logprob == greedy_logprob)
     return {
         "greedy_exact": int(scored(greedy, tgt).sum()),
         "beam_exact": int(scored(beam, tgt).sum()),
-        "greedy_logprob": float(sequence_log_prob(model, src, greedy, EOS, PAD).mean()),
-        "beam_logprob": float(sequence_log_prob(model, src, beam, EOS, PAD).mean()),
+        "greedy_logprob": float(greedy_logprob.mean()),
+        "beam_logprob": float(beam_logprob.mean()),
+        "beam_wins": int((~tie & (beam_logprob > greedy_logprob)).sum()),
+        "beam_ties": int(tie.sum()),
+        "beam_losses": int((~tie & (beam_logprob < greedy_logprob)).sum()),
     }
+
+
+def same_through_eos(a: Tensor, b: Tensor) -> Tensor:
+    """(B,) bool: two decodings (from <bos>) write the same tokens up to their first <eos>."""
+
+    def through_eos(rows: Tensor) -> list[tuple[int, ...]]:
+        out = []
+        for row in rows.tolist():
+            end = row.index(EOS) + 1 if EOS in row else len(row)
+            out.append(tuple(row[:end]))
+        return out
+
+    return torch.tensor([x == y for x, y in zip(through_eos(a), through_eos(b), strict=True)])
 
 
 def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str, Any]]:
@@ -194,6 +243,22 @@ def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str,
                 "drop": base - ablated,
             })  # fmt: skip
     return rows
+
+
+def rank_correlation(x, y) -> float:
+    """Spearman's rank correlation (scipy.stats); nan when either is constant."""
+    from scipy import stats
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(stats.spearmanr(x, y).statistic)
+
+
+def init_scale(ratios) -> float:
+    """How far the step-0 sub-layers move the signal's scale: the mean |log2| of their
+    output-over-input RMS ratios (0: every sub-layer keeps the scale; 1: a factor 2 each)."""
+    return float(np.mean(np.abs(np.log2(np.asarray(ratios, float)))))
 
 
 def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:

@@ -24,7 +24,7 @@ IMPLEMENTATIONS = ("reference", "fast")
 def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -> nn.Module:
     """An encoder-decoder over the reversal vocabulary; weights drawn from torch's global RNG.
 
-    init: xavier (the paper's) or default (each PyTorch module's own initialisation).
+    init: xavier (the paper's), linear_default or default (models.transformer.initialise).
     """
     if architecture.get("arch", "transformer") == "gru":
         from tcrformer.models.rnn import GruEncoderDecoder
@@ -45,7 +45,7 @@ def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -
         norm_first=architecture.get("norm") == "pre",
         positions=architecture.get("positions", True),
         score_scale=architecture.get("score_scale", True),
-        xavier=init == "xavier",
+        init=init,
     )
     if impl == "reference":
         from tcrformer.models.transformer import EncoderDecoder

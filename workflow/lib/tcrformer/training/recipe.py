@@ -38,6 +38,7 @@ _TRAINING_FIELDS = (
     "norm",
     "schedule",
     "peak_lr",
+    "lr_scale",
     "warmup",
     "label_smoothing",
     "beta1",
@@ -53,6 +54,7 @@ _TRAINING_FIELDS = (
     "score_scale",
     "arch",
     "gru_hidden",
+    "train_set",
 )
 # What the model is, beyond its sizes: saved with the weights when not the paper's default.
 _ARCHITECTURE_DEFAULTS = {"positions": True, "score_scale": True, "arch": "transformer"}
@@ -74,7 +76,7 @@ class Recipe:
     # the optimisation
     steps: int
     batch_size: int
-    schedule: str  # noam: d^-0.5 min(t^-0.5, t w^-1.5) | linear: warm up to peak_lr, decay to 0
+    schedule: str  # noam | noam_flat | linear (training.schedule)
     peak_lr: float
     warmup: int
     label_smoothing: float
@@ -91,11 +93,13 @@ class Recipe:
     checkpoint_every: int
     log_every: int
     # the model's parts (the claims chapter's arms change them; the paper's are the defaults)
-    init: str = "xavier"  # xavier (the paper) | default (PyTorch's own initialisation)
+    init: str = "xavier"  # xavier (the paper) | linear_default | default (models.transformer)
     positions: bool = True  # add the sinusoidal positional encoding
     score_scale: bool = True  # divide the attention scores by sqrt(d_k)
     arch: str = "transformer"  # transformer | gru (a recurrent encoder-decoder, no attention)
     gru_hidden: int | None = None  # gru: hidden width; None matches the transformer's size
+    lr_scale: float = 1.0  # a factor on the schedule's rate (1: the paper's)
+    train_set: int | None = None  # None: fresh strings every step; N: one fixed set of N
     # evaluation (None in a recipe built for training alone: see training_params)
     report_every: int | None = None
     eval_n: int | None = None
@@ -148,6 +152,8 @@ def recipe_from_config(section: Mapping[str, Any], name: str = "reversal") -> Re
         values.update(_flat(section.get("speedrun") or {}))
     known = {f.name for f in fields(Recipe)} - {"name"}
     values.pop("recipe", None)
+    if values.get("cross_attention_layer") == "last":
+        values["cross_attention_layer"] = values["num_layers"]
     recipe = Recipe(name=name, **{k: v for k, v in values.items() if k in known})
     _check(recipe)
     return recipe

@@ -1,7 +1,11 @@
 """The learning rate and the loss floor of the recipe.
 
-noam    lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)   (the paper; base lr 1)
-linear  warm up to peak_lr over `warmup` steps, then decay linearly to 0 at the last step
+noam       lr(t) = d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)   (the paper; base lr 1)
+noam_flat  lr(t) = d_model^-0.5 * max(t, warmup)^-0.5: noam's peak rate from step 1, then
+           the same decay (no warm-up, without noam's 20-fold rate at step 1 when warmup=0)
+linear     warm up to peak_lr over `warmup` steps, then decay linearly to 0 at the last step
+
+`lr_scale` multiplies every rate (the claims' peak-rate sweep); the paper's is 1.
 """
 
 from __future__ import annotations
@@ -24,12 +28,18 @@ class NoamSchedule:
 
     d_model: int
     warmup: int
+    flat: bool = False  # noam_flat: the peak rate until `warmup`, then the same decay
+    scale: float = 1.0
 
     def __call__(self, index: int) -> float:  # LambdaLR counts from 0; step t = index + 1
         t = index + 1
         if self.warmup == 0:
-            return self.d_model**-0.5 * t**-0.5
-        return self.d_model**-0.5 * min(t**-0.5, t * self.warmup**-1.5)
+            rate = self.d_model**-0.5 * t**-0.5
+        elif self.flat:
+            rate = self.d_model**-0.5 * max(t, self.warmup) ** -0.5
+        else:
+            rate = self.d_model**-0.5 * min(t**-0.5, t * self.warmup**-1.5)
+        return rate if self.scale == 1.0 else self.scale * rate
 
 
 @dataclass
@@ -48,9 +58,10 @@ class LinearSchedule:
 
 def schedule_for(recipe: Recipe) -> tuple[float, Callable[[int], float]]:
     """(base lr, multiplier per step) for LambdaLR."""
-    if recipe.schedule == "noam":
-        return 1.0, NoamSchedule(recipe.d_model, recipe.warmup)
-    return recipe.peak_lr, LinearSchedule(recipe.warmup, recipe.steps)
+    if recipe.schedule in ("noam", "noam_flat"):
+        flat = recipe.schedule == "noam_flat"
+        return 1.0, NoamSchedule(recipe.d_model, recipe.warmup, flat, recipe.lr_scale)
+    return recipe.peak_lr * recipe.lr_scale, LinearSchedule(recipe.warmup, recipe.steps)
 
 
 def label_smoothing_floor(epsilon: float, vocab_size: int = VOCAB_SIZE) -> float:

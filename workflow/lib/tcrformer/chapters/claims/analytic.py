@@ -6,6 +6,7 @@ derangement              (helper) the shuffle for permutation_error: no residue 
 softmax_jacobian_norms   "without 1/sqrt(d_k) the softmax turns spiky and its gradients
                          vanish": the size of the softmax gradient, row by row
 scaling_gradients        the same claim on the toy chapter's draws (d_k, n_keys, seed)
+scaling_ratios           its Jacobian ratio (scaled over unscaled) over many redraws
 relative_position_fit    "the encoding of pos + k is a fixed linear function of the encoding
                          of pos": least-squares fit of that map and its residual
 rotation_map             (helper) the exact map: one 2x2 rotation per sin/cos pair
@@ -93,6 +94,12 @@ def scaling_gradients(d_k: int, n_keys: int, seed: int) -> dict[str, float]:
         "max_weight_unscaled": float(softmax(raw).max()),
         "max_weight_scaled": float(softmax(scaled).max()),
     }
+
+
+def scaling_ratios(d_k: int, n_keys: int, draws: int) -> list[float]:
+    """The scaled-over-unscaled Jacobian norm ratio of scaling_gradients for seeds
+    0..draws-1: one draw of random queries and keys is an anecdote, this is a distribution."""
+    return [scaling_gradients(d_k, n_keys, seed)["ratio"] for seed in range(draws)]
 
 
 # --- 3. relative positions are linear maps -------------------------------------------------

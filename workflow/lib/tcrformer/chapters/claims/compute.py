@@ -1,18 +1,22 @@
 """Chapter claims' rules, each returning its outputs by name.
 
+claims_register     before any arm trains: every claim's digest (the pre-registration)
 train_claim_arm     one arm, one seed: weights and the history (loss and pre-clip
                     gradient norm at every step)
-evaluate_claim_arm  that model's metrics: held-out exact (by length), the loss curve's
-                    summary, calibration, and where a claim needs them beam search,
-                    head ablations and the step-0 signal scales
+evaluate_claim_arm  that model's metrics, one number per claim metric (training.measures)
+claims_sweep        a sweep's choice: the candidate arm with the best validation metric
 claims_analytic     the experiments without training (analytic.py)
 claims_cost         attention's time and memory against the sequence length (a benchmark)
 claims_rnn_speed    the Transformer's and the GRU's training steps per second, alternating
-claims_summary      every claim's measured value and verdict, and the figures' data
+claims_summary      every claim's effect, interval, margin and verdict; the figures' data
+
+The rules that train or evaluate import torch inside the function: the summary runs in an
+environment without it.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import statistics
 import time
@@ -23,25 +27,47 @@ import numpy as np
 import pandas as pd
 
 from tcrformer.chapters.claims import analytic
-from tcrformer.chapters.claims.settings import Settings
-from tcrformer.chapters.claims.verdicts import Measurements, judge
+from tcrformer.chapters.claims.settings import Settings, Sweep
+from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
+from tcrformer.chapters.claims.verdicts import Measurements, judge_all
 from tcrformer.core.io import read_csv
 
-# Training -------------------------------------------------------------------------------------
+INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
 
 
-def train_claim_arm(recipe, checkpoints, numerics: dict) -> dict[str, Any]:
+# Pre-registration ------------------------------------------------------------------------------
+
+
+def claims_register(settings: Settings, claims_file_sha256: str, commit: str) -> dict[str, Any]:
+    """What the claims said before the first arm trained; written once, never rewritten."""
+    return {
+        "registration": {
+            "registered_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "commit": commit,
+            "claims_file_sha256": claims_file_sha256,
+            "claims": settings.registration(),
+        }
+    }
+
+
+# Training ---------------------------------------------------------------------------------------
+
+
+def train_claim_arm(
+    recipe, checkpoints, numerics: dict, swept: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Train one arm's seed; `swept` sets the keys a sweep chose (claims_sweep)."""
     from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_model, with_gru_size
+    from tcrformer.training.recipe import with_overrides
 
-    recipe = with_gru_size(recipe)
+    recipe = with_gru_size(with_overrides(recipe, **dict(swept or {})))
     trained = train(recipe, checkpoint_dir=checkpoints)
     discard_checkpoints(checkpoints, recipe)
-    steps = np.arange(1, recipe.steps + 1)
     history = pd.DataFrame(
         {
-            "step": steps,
+            "step": np.arange(1, recipe.steps + 1),
             "loss": trained.losses.double().numpy(),
             "grad_norm": trained.grad_norms.double().numpy(),
         }
@@ -50,35 +76,52 @@ def train_claim_arm(recipe, checkpoints, numerics: dict) -> dict[str, Any]:
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),
         "history": history,
         "numerics": numerics,
-        "timing": trained.timing,
+        "timing": {**trained.timing, "trained": recipe.training_params()},
     }
+
+
+# Evaluation -------------------------------------------------------------------------------------
 
 
 def evaluate_claim_arm(
     recipe, model_path: str, history_path: str, extras: Sequence[str], beam_width: int
 ) -> dict[str, Any]:
-    """Every metric a claim reads of this arm and seed; `extras` adds beam search, head
-    ablations or the step-0 activation scales where a claim needs them."""
+    """Every metric a claim reads of this arm and seed, one number each where a claim tests
+    it; `extras` adds beam search, head ablations or the step-0 signal scales."""
     from tcrformer.training import measures
     from tcrformer.training.model import load_model
+    from tcrformer.training.schedule import label_smoothing_floor
 
     model, architecture = load_model(model_path, recipe.impl)
     history = read_csv(history_path)
     src, tgt = measures.heldout(recipe)
     correct = measures.exact_rows(model, src, tgt)
+    by_length = measures.exact_by_length(correct, src)
+    floor = label_smoothing_floor(recipe.label_smoothing)
     metrics: dict[str, Any] = {
         "arm_architecture": architecture,
         "heldout_exact": int(correct.sum()),
-        "exact_by_length": measures.exact_by_length(correct, src),
-        **measures.curve_metrics(history),
+        "heldout_fraction": float(correct.float().mean()),
+        "exact_by_length": by_length,
+        "forgetting": by_length[min(by_length)] - by_length[max(by_length)],
+        **measures.curve_metrics(history, floor=floor),
         **measures.calibration(model, src, tgt),
     }
+    train_strings = measures.training_strings(recipe)
+    if train_strings is not None:
+        fraction = float(measures.exact_rows(model, *train_strings).float().mean())
+        metrics.update(train_fraction=fraction, gap=fraction - metrics["heldout_fraction"])
     if "beam" in extras:
-        metrics.update(measures.beam_metrics(model, src, tgt, beam_width))
+        beam = measures.beam_metrics(model, src, tgt, beam_width)
+        metrics.update(beam, beam_net_wins=(beam["beam_wins"] - beam["beam_losses"]) / len(src))
     if "importance" in extras:
-        metrics["heads"] = measures.head_ablations(model, src, tgt)
+        heads = measures.head_ablations(model, src, tgt)
+        rho = measures.rank_correlation([h["antidiagonal"] for h in heads],
+                                        [h["drop"] for h in heads])  # fmt: skip
+        metrics.update(heads=heads, importance_rho=abs(rho))
     if "init" in extras:
-        metrics["activation_ratios"] = measures.activation_ratios(recipe, src[:128], tgt[:128])
+        ratios = measures.activation_ratios(recipe, src[:INIT_STRINGS], tgt[:INIT_STRINGS])
+        metrics.update(activation_ratios=ratios, init_scale=measures.init_scale(ratios))
     return {"metrics": finite_or_none(metrics)}
 
 
@@ -94,16 +137,44 @@ def finite_or_none(value: Any) -> Any:
     return value
 
 
+# Sweeps -----------------------------------------------------------------------------------------
+
+
+def claims_sweep(
+    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The candidate with the highest median validation metric (ties: the first listed);
+    `values` holds each candidate's value of the swept key."""
+    medians = {}
+    for arm in sweep.candidates:
+        scores = [np.nan if s.get(sweep.maximise) is None else s[sweep.maximise]
+                  for s in results[arm]]  # fmt: skip
+        medians[arm] = float(np.nanmedian(scores)) if np.isfinite(scores).any() else -math.inf
+    best = max(sweep.candidates, key=lambda arm: (medians[arm], -sweep.candidates.index(arm)))
+    return {
+        "choice": {
+            "sweep": sweep.name,
+            "arm": sweep.arm,
+            "key": sweep.key,
+            "chosen": best,
+            "value": values[best],
+            "validation": {"metric": sweep.maximise, "median": medians},
+            "seeds": list(sweep.seeds),
+        }
+    }
+
+
 # Without training -------------------------------------------------------------------------------
 
 
 def claims_analytic(settings: Settings, toy, d_model: int) -> dict[str, Any]:
-    """The toy shuffle (positions on and off), the sqrt(d_k) gradients, the relative-position
-    fits and the similarity by distance; `toy` is the toy chapter's settings."""
+    """The toy shuffle (positions on and off), the sqrt(d_k) gradients over many draws, the
+    relative-position fits and the similarity by distance; `toy` is the toy chapter's
+    settings."""
     from tcrformer.chapters.toy.compute import head_weights
     from tcrformer.models.chemistry import feature_names, toy_input
 
-    tests = {claim.test["kind"]: claim.test for claim in settings.claims}
+    tests = {claim.test["effect"]: claim.test for claim in settings.claims}
     names = feature_names(toy.pe_dims)
     heads = [head_weights(h, names, toy.pe_dims, toy.pe_base) for h in toy.heads]
     x = toy_input(toy.sequence, toy.pe_dims, toy.pe_base)  # (n, 4 + pe_dims)
@@ -113,15 +184,15 @@ def claims_analytic(settings: Settings, toy, d_model: int) -> dict[str, Any]:
     w_o = np.eye(2 * len(heads), x.shape[1])
     positions = slice(4, None)  # the positions stay at their slots; the letters move
     relative = tests.get("relative", {"offsets": [1], "positions": 2 * d_model})
-    distance = tests.get("distance", {"max_distance": 100})
+    distance = tests.get("first_rise", {"max_distance": 100})
     cosine = analytic.cosine_by_distance(d_model, distance["max_distance"])
+    scaling = toy.scaling
     return {
         "analytic": {
             "permutation_off": analytic.permutation_error(off, heads, w_o, shuffle, positions),
             "permutation_on": analytic.permutation_error(x, heads, w_o, shuffle, positions),
-            "scaling": analytic.scaling_gradients(
-                toy.scaling.d_k, toy.scaling.n_keys, toy.scaling.seed
-            ),  # fmt: skip
+            "scaling": analytic.scaling_gradients(scaling.d_k, scaling.n_keys, scaling.seed),
+            "jacobian_ratios": analytic.scaling_ratios(scaling.d_k, scaling.n_keys, settings.draws),
             "relative_residuals": {
                 str(k): analytic.relative_position_fit(d_model, [k], relative["positions"])[k]
                 for k in relative["offsets"]
@@ -153,9 +224,9 @@ def claims_cost(settings: Settings, min_length: int) -> dict[str, Any]:
     }
 
 
-def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 3) -> dict[str, Any]:
+def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 5) -> dict[str, Any]:
     """Training steps per second of both recipes on the same batches, blocks alternating in
-    this process (median block), after a warm-up."""
+    this process, after a warm-up: every block's rate, and the median."""
     import torch
 
     from tcrformer.training.data import random_batch
@@ -178,7 +249,9 @@ def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 3) -> dict
             for src, tgt in batches:
                 step(src, tgt)
             rates[name].append(steps / (time.perf_counter() - start))
-    return {"speed": {f"{name}_steps_per_s": statistics.median(r) for name, r in rates.items()}}
+    speed = {f"{name}_steps_per_s": statistics.median(r) for name, r in rates.items()}
+    speed.update({f"{name}_blocks": r for name, r in rates.items()})
+    return {"speed": speed}
 
 
 # The verdicts -----------------------------------------------------------------------------------
@@ -192,97 +265,18 @@ def claims_summary(
     cost: Mapping[str, Any],
     cost_table: pd.DataFrame,
     speed: Mapping[str, Any],
+    registration: Mapping[str, Any],
+    sweeps: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """Every claim's measured value and verdict (claims.csv, claims.md), and what the
-    figures draw."""
+    """Every claim's effect, interval, margin and verdict (claims.csv, claims.md), marked
+    where the claim differs from its registration, and what the figures draw."""
     measurements = Measurements(metrics, analytic_results, cost, speed, settings.eval_n)
-    rows = []
-    for claim in settings.claims:
-        verdict = judge(claim.test, measurements)
-        rows.append({
-            "id": claim.id, "claim": claim.claim, "source": claim.source,
-            "criterion": claim.criterion, "measured": verdict.measured,
-            "verdict": verdict.verdict,
-        })  # fmt: skip
-    table = pd.DataFrame(rows)
+    decisions = judge_all(settings, measurements)
+    table = pd.DataFrame(table_rows(settings, decisions, registration))
     return {
         "table": table,
-        "md": claims_markdown(table, settings),
+        "md": claims_markdown(table, settings, registration, sweeps),
         "figure_data": figure_data(
             settings, metrics, histories, analytic_results, cost, cost_table, speed, table
         ),  # fmt: skip
-    }
-
-
-def claims_markdown(table: pd.DataFrame, settings: Settings) -> str:
-    seeds = len(settings.seeds)
-    lines = [
-        "# Claims: what the seeds say, tested",
-        "",
-        f"Each training arm ran {seeds} seeds; every criterion was written in "
-        "config/claims.yaml before the run and is evaluated by code.",
-        "",
-    ]
-    if settings.reduced:
-        lines += ["**Reduced run: not a verdict.** Fewer seeds and steps than the claims need.", ""]
-    lines += ["| id | claim | source | criterion | measured | verdict |", "|---" * 6 + "|"]
-    for r in table.itertuples(index=False):
-        cells = [f"`{r.id}`", r.claim, r.source, r.criterion, r.measured, f"**{r.verdict}**"]
-        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _median_curve(frames: Sequence[pd.DataFrame], column: str, every: int) -> dict[str, list]:
-    stacked = np.stack([f[column].to_numpy() for f in frames])  # (seeds, steps)
-    steps = frames[0]["step"].to_numpy()
-    keep = (steps % every == 0) | (steps == 1)
-    return {"step": steps[keep].tolist(), "median": np.nanmedian(stacked, 0)[keep].tolist()}
-
-
-def pooled_bins(seeds: Sequence[Mapping[str, Any]]) -> list[list[float]]:
-    """The calibration bins of all seeds together: [count, mean confidence, accuracy]."""
-    bins = np.nan_to_num(np.array([s["calibration_bins"] for s in seeds], float))  # (S, b, 3)
-    count = bins[..., 0].sum(0)
-    weighted = (bins[..., 1:] * bins[..., :1]).sum(0) / np.maximum(count, 1)[:, None]
-    return np.column_stack([count, weighted]).tolist()
-
-
-def figure_data(settings, metrics, histories, analytic_results, cost, cost_table, speed, table):
-    every = 10
-    calibration_arms = settings.arms_needing("smoothing")
-    return {
-        "reduced": settings.reduced,
-        "seeds": len(settings.seeds),
-        "eval_n": settings.eval_n,
-        "verdicts": dict(zip(table["id"], table["verdict"], strict=True)),
-        "claim_arms": {c.id: c.arms() for c in settings.claims},
-        "loss_curves": {arm: _median_curve(h, "loss", every) for arm, h in histories.items()},
-        "grad_norm_curves": {
-            arm: _median_curve(histories[arm], "grad_norm", every)
-            for arm in settings.arms_needing("clipping")
-        },
-        "calibration": {arm: pooled_bins(metrics[arm]) for arm in calibration_arms},
-        "heads": [
-            h
-            for arm in settings.arms_needing("importance")
-            for s in metrics[arm]
-            for h in s["heads"]
-        ],  # fmt: skip
-        "exact_by_length": {
-            arm: {
-                str(n): float(np.median([s["exact_by_length"][n] for s in metrics[arm]]))
-                for n in metrics[arm][0]["exact_by_length"]
-            }
-            for arm in settings.arms_needing("rnn")
-        },  # fmt: skip
-        "beam": {
-            arm: {
-                k: float(np.mean([s[k] for s in metrics[arm]]))
-                for k in ("greedy_logprob", "beam_logprob", "greedy_exact", "beam_exact")
-            }
-            for arm in settings.arms_needing("beam")
-        },  # fmt: skip
-        "analytic": dict(analytic_results),
-        "cost": {**cost, "rows": cost_table.to_dict(orient="records")},
-        "speed": dict(speed),
     }

@@ -17,13 +17,14 @@ class ClaimsFigures:
     seeds: int
     eval_n: int
     verdicts: dict[str, str]  # claim id -> verdict
-    claim_arms: dict[str, list[str]]  # claim id -> the training arms it compares
+    claim_arms: dict[str, list[str]]  # experiment id -> the training arms it compares
+    effects: list[dict[str, Any]]  # per experiment: id, estimate, low, high, margin, direction
     loss_curves: dict[str, dict[str, list]]  # arm -> {step, median}: the median over seeds
     grad_norm_curves: dict[str, dict[str, list]]
     calibration: dict[str, list[list[float]]]  # arm -> bins [count, confidence, accuracy]
     heads: list[dict[str, Any]]  # cross-attention heads: antidiagonal, drop, layer, head
     exact_by_length: dict[str, dict[str, float]]  # arm -> {length: exact fraction}
-    beam: dict[str, dict[str, float]]  # arm -> greedy and beam log-prob and exact
+    beam: dict[str, dict[str, float]]  # arm -> beam wins, ties, losses, net wins (medians)
     analytic: dict[str, Any]
     cost: dict[str, Any]  # exponents and rows (length, seconds, allocated_bytes, score_bytes)
     speed: dict[str, float]

@@ -1,50 +1,79 @@
 """The `claims:` config section (config/claims.yaml), typed; bad values name their key.
 
 An arm is the paper's recipe (the `reversal:` keys) with the arm's keys changed, then
-`claims.overrides` laid over every arm; each claim names its arms in its `test`.
+`claims.overrides` laid over every arm; a sweep picks one key of an arm from other arms'
+validation results; each claim names its arms in its `test`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from tcrformer.chapters.claims.kinds import DIRECTIONS, KINDS, TESTS
 from tcrformer.core.config import ConfigError, section_error
-from tcrformer.training.recipe import Recipe, recipe_from_config
+from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
-KINDS = (
-    "diverges", "pre_ln", "smoothing", "higher", "clipping", "init", "beam", "positions",
-    "sqrt_dk", "relative", "distance", "importance", "quadratic", "rnn",
-)  # fmt: skip
-VERDICTS = ("SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE")
-_ARM_KEYS = ("arm", "reference", "post", "post_no_warmup", "pre", "pre_no_warmup")
+ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 
 @dataclass(frozen=True)
 class Claim:
     id: str
+    kind: str  # experiment | analytic | check | benchmark
     claim: str
     source: str
     experiment: str
     metric: str
     criterion: str
     test: dict[str, Any]
+    v1: str = ""  # what v2 changed, and why
 
     def arms(self) -> list[str]:
         """The training arms this claim's test reads."""
-        names = [self.test[k] for k in _ARM_KEYS if k in self.test]
-        return names + list(self.test.get("arms", []))
+        names: list[str] = []
+        for key in ARM_KEYS:
+            value = self.test.get(key)
+            names += [value] if isinstance(value, str) else list(value or [])
+        reference = self.test.get("divergence_reference")
+        if isinstance(reference, str):
+            names.append(reference)
+        elif isinstance(reference, Mapping):
+            names += list(reference.values())
+        return list(dict.fromkeys(names + list(self.test.get("also", []))))
+
+    def digest(self) -> str:
+        """What a pre-registration fixes: everything but the v1 note."""
+        fixed = {k: v for k, v in asdict(self).items() if k != "v1"}
+        return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    arm: str  # the arm whose key the sweep sets
+    key: str
+    candidates: tuple[str, ...]  # arms that differ in that key
+    seeds: tuple[int, ...]
+    maximise: str  # the validation metric, median over the seeds
 
 
 @dataclass(frozen=True)
 class Settings:
     seeds: tuple[int, ...]
     reduced: bool
+    alpha: float
+    resamples: int
+    bootstrap_seed: int
     eval_n: int
     beam_width: int
+    draws: int
     cost_lengths: tuple[int, ...]
     arms: dict[str, Recipe]  # name -> the arm's recipe (seed: the paper's; each job sets its own)
+    sweeps: dict[str, Sweep]
     claims: tuple[Claim, ...]
 
     @classmethod
@@ -62,15 +91,31 @@ class Settings:
                 arms[name] = recipe_from_config(reversal)
             except ConfigError as err:
                 raise ConfigError(f"claims.arms.{name}", changes, err.problem) from None
-        claims = tuple(Claim(**raw) for raw in section["list"])
+        sweeps = {
+            name: Sweep(
+                name,
+                raw["arm"],
+                raw["key"],
+                tuple(raw["candidates"]),
+                tuple(raw["seeds"]),
+                raw["maximise"],
+            )  # fmt: skip
+            for name, raw in (section.get("sweeps") or {}).items()
+        }
+        bootstrap = section.get("bootstrap") or {}
         settings = cls(
             seeds=tuple(section["seeds"]),
             reduced=bool(section["reduced"]),
+            alpha=float(section.get("alpha", 0.05)),
+            resamples=int(bootstrap.get("resamples", 9999)),
+            bootstrap_seed=int(bootstrap.get("seed", 0)),
             eval_n=section["eval_n"],
             beam_width=section["beam_width"],
+            draws=int(section.get("draws", 200)),
             cost_lengths=tuple(section["cost_lengths"]),
             arms=arms,
-            claims=claims,
+            sweeps=sweeps,
+            claims=tuple(Claim(**raw) for raw in section["list"]),
         )
         settings.check()
         return settings
@@ -80,30 +125,57 @@ class Settings:
         if len(set(ids)) != len(ids):
             raise ConfigError("claims.list", ids, "a claim id is used twice")
         for i, claim in enumerate(self.claims):
-            if claim.test.get("kind") not in KINDS:
+            where = f"claims.list[{i}]"
+            if claim.kind not in KINDS:
+                raise ConfigError(f"{where}.kind", claim.kind, f"must be one of {', '.join(KINDS)}")
+            effect = claim.test.get("effect")
+            if effect not in TESTS[claim.kind]:
+                allowed = ", ".join(TESTS[claim.kind])
                 raise ConfigError(
-                    f"claims.list[{i}].test.kind", claim.test.get("kind"),
-                    f"must be one of {', '.join(KINDS)}",
+                    f"{where}.test.effect", effect, f"a {claim.kind} tests one of {allowed}"
+                )
+            if claim.kind == "experiment" and claim.test.get("direction") not in DIRECTIONS:
+                raise ConfigError(
+                    f"{where}.test.direction", claim.test.get("direction"),
+                    f"must be one of {', '.join(DIRECTIONS)}",
                 )  # fmt: skip
             for arm in claim.arms():
                 if arm not in self.arms:
                     raise ConfigError(
-                        f"claims.list[{i}].test", arm, f"names no arm of claims.arms ({claim.id})"
+                        f"{where}.test", arm, f"names no arm of claims.arms ({claim.id})"
                     )
+        for name, sweep in self.sweeps.items():
+            for arm in (sweep.arm, *sweep.candidates):
+                if arm not in self.arms:
+                    raise ConfigError(f"claims.sweeps.{name}", arm, "names no arm of claims.arms")
         if "baseline" not in self.arms:
             raise ConfigError("claims.arms", sorted(self.arms), "needs a baseline arm")
 
     def recipe(self, arm: str, seed: int) -> Recipe:
         """The arm's recipe for one seed, named after the arm (its folder)."""
-        from tcrformer.training.recipe import with_overrides
-
         return with_overrides(self.arms[arm], seed=seed)
 
+    def sweep_of(self, arm: str) -> Sweep | None:
+        """The sweep that sets a key of this arm, if any."""
+        return next((s for s in self.sweeps.values() if s.arm == arm), None)
+
     def used_arms(self) -> list[str]:
-        """The arms some claim reads, in the order of claims.arms."""
+        """The arms some claim or sweep reads, in the order of claims.arms."""
         used = {arm for claim in self.claims for arm in claim.arms()} | {"baseline"}
+        used |= {arm for sweep in self.sweeps.values() for arm in (sweep.arm, *sweep.candidates)}
         return [arm for arm in self.arms if arm in used]
 
-    def arms_needing(self, kind: str) -> list[str]:
-        """The arms whose evaluation a claim of this kind extends (beam, ablation, init)."""
-        return sorted({a for c in self.claims if c.test["kind"] == kind for a in c.arms()})
+    def seeds_of(self, arm: str) -> tuple[int, ...]:
+        """A sweep's candidate arms run the sweep's seeds; every other arm claims.seeds."""
+        for sweep in self.sweeps.values():
+            if arm in sweep.candidates:
+                return sweep.seeds
+        return self.seeds
+
+    def arms_needing(self, metric: str) -> list[str]:
+        """The arms whose evaluation a claim on this metric extends (beam, ablation, init)."""
+        return sorted({a for c in self.claims if c.test.get("metric") == metric for a in c.arms()})
+
+    def registration(self) -> dict[str, str]:
+        """{claim id: digest}: what a registration before training fixes."""
+        return {claim.id: claim.digest() for claim in self.claims}
