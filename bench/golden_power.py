@@ -11,8 +11,6 @@ the chapter's own compute functions, writing the reversal chapter's values.json;
 golden file and bands, and counts how often each fault FAILs.
 """
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path

@@ -8,8 +8,6 @@ bands, exactly as a user's run is; a run is caught when any trained key FAILs. W
     power.yaml  the same fractions with their provenance (copied to config/golden/)
 """
 
-from __future__ import annotations
-
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any

@@ -83,7 +83,10 @@ def job_params(caption: Path, config: dict) -> SimpleNamespace:
     """The params of the rule whose output the caption describes."""
     name = caption.stem
     if name in BY_ID:
-        return SimpleNamespace(figure=name, options=BY_ID[name].options(config))
+        figure = BY_ID[name]
+        return SimpleNamespace(
+            figure=name, options=figure.options(config), drawn_from=figure.drawn_from()
+        )
     if name == "ensemble_table":
         ensemble = config["ensemble"]
         return SimpleNamespace(recipe=ensemble["recipe"], seeds=ensemble["seeds"])

@@ -15,11 +15,13 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tcrformer.core.config import ConfigError, check, first_schema_error, load_schema
+from tcrformer.core.config import ConfigError, load_schema
+from tcrformer.validation import validate as validate_config
 
 from conftest import ROOT, default_config, snakemake, write_config
 
-SCHEMA = load_schema(ROOT / "workflow/schemas/config.schema.yaml")
+SCHEMA_PATH = ROOT / "workflow/schemas/config.schema.yaml"
+SCHEMA = load_schema(SCHEMA_PATH)
 
 
 def resolve(node: dict) -> dict:
@@ -95,12 +97,9 @@ def with_value(config: dict, path: tuple, value) -> dict:
 
 
 def validate(config: dict) -> ConfigError | None:
-    """What workflow/rules/common.smk does, minus sys.exit."""
-    error = first_schema_error(config, SCHEMA)
-    if error is not None:
-        return error
+    """What workflow/rules/common.smk calls (tcrformer.validation), minus sys.exit."""
     try:
-        check(config)
+        validate_config(copy.deepcopy(config), SCHEMA_PATH)
     except ConfigError as err:
         return err
     return None

@@ -51,7 +51,8 @@ def test_encoder_layer_formula_matches_torch_encoder_layer():
 def test_breakdown_table():
     dims = CONFIGS[1]
     table = counting.breakdown_table(dims)
-    assert list(table.columns) == ["part", "formula", "count", "share"]
+    assert list(table.columns) == ["key", "part", "formula", "count", "share"]
+    assert table.set_index("key")["count"]["all_layers"] == table["count"].iloc[-3]
     total = table.set_index("part")["count"]["Total"]
     assert total == counting.count_parameters(build(dims))
     layers, embeddings = table["count"].iloc[-3], table["count"].iloc[-2]

@@ -73,7 +73,7 @@ def test_bad_ensembles_name_their_key(section, key, problem):
 
 
 def test_describe_gives_the_order_statistics_and_percentiles():
-    stats = ensemble.describe(np.arange(1, 101))
+    stats = ensemble.quantiles(np.arange(1, 101))
     assert stats["n"] == 100 and stats["min"] == 1 and stats["max"] == 100
     assert stats["median"] == 50.5 and stats["p5"] == pytest.approx(5.95)
 

@@ -5,8 +5,6 @@ import os
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 # The library beside these rules, ahead of any installed copy: the rule files parse in a bare
 # clone (snakemake --lint, as the workflow catalog runs it), and the jobs' scripts import it.
 _LIB_DIR = str(Path(workflow.current_basedir).resolve().parent / "lib")
@@ -17,15 +15,10 @@ from tcrformer import share_library  # noqa: E402
 share_library(_LIB_DIR)
 
 from tcrformer.chapters import module as chapter_module
+from tcrformer.figures import CATEGORIES
 from tcrformer.figures import FIGURES as FIGURE_TABLE
-from tcrformer.core.config import (
-    ConfigError,
-    check,
-    coerce_cli_strings,
-    first_schema_error,
-    load_schema,
-    sections,
-)
+from tcrformer.core.config import ConfigError, sections
+from tcrformer.validation import validate as validate_config
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 
@@ -33,13 +26,7 @@ SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 def _validate_config(config):
     """Validate before any rule runs; a bad value is one line naming the key, exit 1."""
     try:
-        schema = load_schema(SCHEMA)
-        coerce_cli_strings(config, schema)
-        error = first_schema_error(config, schema)
-        if error is not None:
-            raise error
-        validate(config, SCHEMA, set_default=True)
-        check(config)
+        validate_config(config, SCHEMA)
     except ConfigError as err:
         sys.stderr.write(f"{err}\n")
         sys.exit(1)
@@ -52,13 +39,14 @@ RESULTS = f"results/{RUN}"
 LOGS = f"{RESULTS}/logs"
 BENCHMARKS = f"{RESULTS}/benchmarks"
 
-# Chapters that contribute a values.json to the merged results/<run>/values.json.
-CHAPTERS = ["toy", "notes", "plm", "reversal"]
+# The chapters whose values.json is merged into results/<run>/values.json and judged by the
+# run's golden check (the other chapter packages are targets of their own).
+VALUE_CHAPTERS = ["toy", "notes", "plm", "reversal"]
 
-# Threads of every rule that runs torch. Portable numerics fix the count in config (the
-# bits depend on it); native numerics take two, which Snakemake lowers to --cores.
+# Threads of each torch job, numerics.threads in either mode (the bits depend on
+# it), whatever --cores says; Snakemake lowers a count above --cores to --cores.
 NUMERICS = config["numerics"]
-TORCH_THREADS = NUMERICS["threads"] if NUMERICS["mode"] == "portable" else 2
+TORCH_THREADS = NUMERICS["threads"]
 
 
 def settings(chapter):
@@ -111,7 +99,7 @@ def report_sections():
     """{report section: the ids of its figures}, for the report's front page."""
     sections = {}
     for figure in FIGURE_TABLE:
-        if figure.chapter in (*CHAPTERS, None):
+        if figure.chapter in (*VALUE_CHAPTERS, None):
             sections.setdefault(figure.category, []).append(figure.id)
     return dict(sorted(sections.items()))
 
@@ -150,7 +138,7 @@ def report_only_sources(chapter=None):
     return {
         key: (result(ch, name), field)
         for key, (ch, name, field) in REPORT_ONLY.items()
-        if chapter in (None, ch) and ch in CHAPTERS
+        if chapter in (None, ch) and ch in VALUE_CHAPTERS
     }
 
 

@@ -4,7 +4,6 @@
 import re
 
 COMPARE = settings("compare")
-COMPARE_CATEGORY = "8. Compare"
 
 
 def compare_file(name):
@@ -21,7 +20,7 @@ def compare_report(name, caption):
     return report(
         compare_file(name),
         caption=f"../report/compare/{caption}.rst",
-        category=COMPARE_CATEGORY,
+        category=CATEGORIES["compare"],
     )
 
 

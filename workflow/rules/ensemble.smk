@@ -77,7 +77,7 @@ rule ensemble_summary:
         table=report(
             result("ensemble", "ensemble.csv"),
             caption="../report/ensemble_table.rst",
-            category="6. Seed ensembles",
+            category=CATEGORIES["ensemble"],
         ),
         md=result("ensemble", "ensemble.md"),
         loss_bands=result("ensemble", "loss_bands.csv"),

@@ -28,6 +28,7 @@ for figure in FIGURE_TABLE:
         params:
             figure=figure.id,
             options=figure.options(config),
+            drawn_from=figure.drawn_from(),  # the caption's list of what it reads
         script:
             "../scripts/draw_figure.py"
 
@@ -43,7 +44,7 @@ rule golden_table:
         report(
             f"{FIGURES}/golden_table.html",
             caption="../report/figures/golden_table.rst",
-            category=GOLDEN_CATEGORY,
+            category=CATEGORIES["golden"],
         ),
     log:
         log_for("golden_table"),
@@ -67,7 +68,7 @@ rule manifest_table:
         report(
             f"{RESULTS}/manifest.html",
             caption="../report/figures/manifest_table.rst",
-            category=GOLDEN_CATEGORY,
+            category=CATEGORIES["golden"],
         ),
     log:
         log_for("manifest_table"),
@@ -80,34 +81,15 @@ rule manifest_table:
         "../scripts/manifest_table.py"
 
 
-rule figures_toy:
-    """Target: the toy chapter's figures (fast: no language model, no training)."""
-    input:
-        chapter_figures("toy"),
+# One target per chapter of `all`, from the table: figures_toy, figures_notes, ...,
+# figures_schematic (the figures that read no results).
+for group in dict.fromkeys(f.chapter for f in FIGURES_OF_ALL):
 
-
-rule figures_notes:
-    """Target: the study-notes chapter's figures (fast)."""
-    input:
-        chapter_figures("notes"),
-
-
-rule figures_plm:
-    """Target: the language-model figures (runs the plm chapter first)."""
-    input:
-        chapter_figures("plm"),
-
-
-rule figures_reversal:
-    """Target: the training figure (trains the reversal model first, a few minutes)."""
-    input:
-        chapter_figures("reversal"),
-
-
-rule figures_schematic:
-    """Target: the schematic figures (fast: they read no results)."""
-    input:
-        chapter_figures(None),
+    rule:
+        name:
+            f"figures_{group or 'schematic'}"
+        input:
+            chapter_figures(group),
 
 
 rule figures:

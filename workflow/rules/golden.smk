@@ -5,7 +5,7 @@
 
 
 wildcard_constraints:
-    chapter="|".join(CHAPTERS),
+    chapter="|".join(VALUE_CHAPTERS),
 
 
 rule golden_check_chapter:
@@ -17,7 +17,7 @@ rule golden_check_chapter:
         json=result("{chapter}", "golden_report.json"),
         md=result("{chapter}", "golden_report.md"),
     log:
-        f"{LOGS}/golden_check_{{chapter}}.log",
+        log_for("golden_check_{chapter}"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -34,7 +34,7 @@ rule golden_gate_chapter:
     output:
         result("{chapter}", "golden.ok"),
     log:
-        f"{LOGS}/golden_gate_{{chapter}}.log",
+        log_for("golden_gate_{chapter}"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -46,11 +46,11 @@ rule golden_gate_chapter:
 
 rule merge_values:
     input:
-        [result(chapter, "values.json") for chapter in CHAPTERS],
+        [result(chapter, "values.json") for chapter in VALUE_CHAPTERS],
     output:
         f"{RESULTS}/values.json",
     log:
-        f"{LOGS}/merge_values.log",
+        log_for("merge_values"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -62,16 +62,16 @@ rule golden_check:
     input:
         values=rules.merge_values.output[0],
         golden=config["golden"]["file"],
-        numerics=training_numerics(CHAPTERS),
+        numerics=training_numerics(VALUE_CHAPTERS),
     output:
         json=report(
             f"{RESULTS}/golden_report.json",
             caption="../report/golden_report.rst",
-            category="0. Golden check",
+            category=CATEGORIES["golden"],
         ),
         md=f"{RESULTS}/golden_report.md",
     log:
-        f"{LOGS}/golden_check.log",
+        log_for("golden_check"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -88,7 +88,7 @@ rule golden_gate:
     output:
         f"{RESULTS}/golden.ok",
     log:
-        f"{LOGS}/golden_gate.log",
+        log_for("golden_gate"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -113,7 +113,7 @@ rule timings:
         json=f"{RESULTS}/timings.json",
         md=f"{RESULTS}/timings.md",
     log:
-        f"{LOGS}/timings.log",
+        log_for("timings"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"

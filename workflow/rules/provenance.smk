@@ -9,10 +9,10 @@ rule manifest:
         report(
             f"{RESULTS}/manifest.json",
             caption="../report/manifest.rst",
-            category="0. Golden check",
+            category=CATEGORIES["golden"],
         ),
     log:
-        f"{LOGS}/manifest.log",
+        log_for("manifest"),
     localrule: True
     conda:
         "../../envs/numeric.yaml"
@@ -33,7 +33,7 @@ rule benchmarks_table:
         html=report(
             f"{RESULTS}/benchmarks.html",
             caption="../report/benchmarks.rst",
-            category="0. Golden check",
+            category=CATEGORIES["golden"],
         ),
     log:
         log_for("benchmarks_table"),
@@ -58,7 +58,7 @@ rule report_landing:
         report(
             f"{RESULTS}/landing.html",
             caption="../report/landing.rst",
-            category="0. Run",
+            category=CATEGORIES["run"],
         ),
     log:
         log_for("report_landing"),

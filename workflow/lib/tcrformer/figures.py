@@ -14,13 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TOY = "1. Toy Transformer"
-PLM = "2. Protein language models"
-NOTES = "3. Study notes"
-REVERSAL = "4. Reversal training"
-SCHEMATIC = "5. Schematics"
-ENSEMBLE = "6. Seed ensembles"
-CLAIMS = "7. Claims"
+CATEGORIES = {  # the report's sections, in order: every `category=` of the rules reads this
+    "run": "0. Run",
+    "golden": "0. Golden check",
+    "toy": "1. Toy Transformer",
+    "plm": "2. Protein language models",
+    "notes": "3. Study notes",
+    "reversal": "4. Reversal training",
+    "schematic": "5. Schematics",
+    "ensemble": "6. Seed ensembles",
+    "claims": "7. Claims",
+    "compare": "8. Compare",
+}
+TOY, PLM, NOTES, REVERSAL = (CATEGORIES[c] for c in ("toy", "plm", "notes", "reversal"))
+SCHEMATIC, ENSEMBLE, CLAIMS = (CATEGORIES[c] for c in ("schematic", "ensemble", "claims"))
 
 
 def _none(config: Mapping) -> dict[str, Any]:
@@ -45,6 +52,13 @@ class Figure:
             return {}
         return importlib.import_module(f"tcrformer.chapters.{self.chapter}.figure_data").FILES
 
+    def drawn_from(self) -> str:
+        """Its caption's list of what it reads, from its declared inputs (rst)."""
+        names = [f"``{self.chapter}/{file}``" for file in self.files().values()]
+        if not names:
+            return "nothing but the config: a schematic reads no results"
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
 
 FIGURES = (
     Figure("fig01_toy_input", "toy", TOY),
@@ -58,7 +72,7 @@ FIGURES = (
         "fig09_positional_encoding",
         "notes",
         NOTES,
-        lambda config: {"wave_dims": config["figures"]["wave_dims"]},
+        lambda config: {"wave_dims": wave_dims(config)},
     ),
     Figure("figS2_param_breakdown", "notes", NOTES),
     Figure("fig12_teacher_forcing", "notes", NOTES),
@@ -100,6 +114,7 @@ FIGURES = (
     Figure("figC4_positional_encoding", "claims", CLAIMS),
     Figure("figC5_attention_cost", "claims", CLAIMS),
     Figure("figC6_recurrent_and_beam", "claims", CLAIMS),
+    Figure("figC7_effects", "claims", CLAIMS),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}
 
@@ -112,3 +127,31 @@ def draw(figure_id: str, paths: Mapping[str, str], options: Mapping[str, Any]):
         reader = importlib.import_module(f"tcrformer.chapters.{figure.chapter}.figure_data")
         data = reader.read(paths)
     return getattr(importlib.import_module(figure.module), figure.id)(data, **options)
+
+
+WAVE_FRACTIONS = (0, 1 / 8, 1 / 4)  # figures.wave_dims null: where, along notes.d_model
+
+
+def wave_dims(config) -> list[int]:
+    """Fig. 9's wave dimensions: figures.wave_dims, or spread over notes.d_model."""
+    from tcrformer.models.positional import spread_dims
+
+    chosen = (config.get("figures") or {}).get("wave_dims")
+    return (
+        list(chosen)
+        if chosen is not None
+        else spread_dims(config["notes"]["d_model"], WAVE_FRACTIONS)
+    )
+
+
+def check_figures(config) -> None:
+    """What the figures need of the config beyond the schema: Fig. 9 draws notes' positional
+    table, so its wave dimensions must exist there."""
+    from tcrformer.core.config import ConfigError
+
+    d_model = (config.get("notes") or {}).get("d_model")
+    for i, dim in enumerate((config.get("figures") or {}).get("wave_dims") or []):
+        if d_model is not None and dim >= d_model:
+            raise ConfigError(
+                f"figures.wave_dims[{i}]", dim, f"not below notes.d_model = {d_model}"
+            )

@@ -3,13 +3,16 @@
 `snakemake.utils.validate` checks the schema and fills in defaults, but its messages are
 long. `first_schema_error` runs the same schema first and turns the first problem into one
 line that names the key and the offending value; `check` adds the checks a JSON schema
-cannot express (each chapter's `Settings.from_config`, then what spans chapters). Both are
-called from workflow/rules/common.smk before any rule runs.
+cannot express (the ones it is handed: each chapter's `Settings.from_config`, the figures').
+Both are called from workflow/rules/common.smk before any rule runs. The schema is parsed
+once per process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +42,16 @@ def _dotted(path) -> str:
     )
 
 
-def load_schema(path: str | Path) -> dict:
+@functools.cache
+def _parsed_schema(path: Path) -> dict:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where it was built
     with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=loader)  # noqa: S506 (a safe loader)
+
+
+def load_schema(path: str | Path) -> dict:
+    """The schema at `path`, parsed once per process (a copy: callers may change it)."""
+    return copy.deepcopy(_parsed_schema(Path(path).resolve()))
 
 
 def _resolve(node: Mapping, schema: Mapping) -> Mapping:
@@ -152,18 +162,16 @@ def get(config: Mapping, dotted: str) -> Any:
     return node
 
 
-def check(config: Mapping) -> None:
+def run_checks(config: Mapping, checks: Iterable[Callable[[Mapping], Any]] = ()) -> None:
     """Every check a schema cannot express. Raises ConfigError.
 
-    Each chapter's settings check their own section (`Settings.from_config`); what spans
-    chapters is checked here.
+    The files the config names must exist; then each of `checks` reads the config (the
+    workflow hands in every chapter's `Settings.from_config` and the figures' check: core
+    knows no chapter).
     """
-    from tcrformer.chapters import settings_of
-
     _check_files(config)
-    for chapter in settings_of():
-        chapter.from_config(config)
-    _check_figures(config)
+    for one in checks:
+        one(config)
 
 
 def _check_files(config: Mapping) -> None:
@@ -171,17 +179,6 @@ def _check_files(config: Mapping) -> None:
     path = (config.get("golden") or {}).get("file")
     if path and not Path(path).is_file():
         raise ConfigError("golden.file", path, f"file not found ({Path(path).resolve()})")
-
-
-def _check_figures(config: Mapping) -> None:
-    """Fig. 9 draws notes' positional table: its wave dimensions must exist there."""
-    figures, notes = config.get("figures") or {}, config.get("notes") or {}
-    d_model = notes.get("d_model")
-    for i, dim in enumerate(figures.get("wave_dims", [])):
-        if d_model is not None and dim >= d_model:
-            raise ConfigError(
-                f"figures.wave_dims[{i}]", dim, f"not below notes.d_model = {d_model}"
-            )
 
 
 def sections(config: Mapping, *names: str) -> dict[str, Any]:

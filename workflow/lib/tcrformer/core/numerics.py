@@ -19,8 +19,9 @@ products use no AVX2), which bench/ measures.
 
 `portable` wins over the same variables in the user's environment (`ATEN_CPU_CAPABILITY=
 default`, `MKL_CBWR=AVX2`, `OMP_NUM_THREADS=1`): they are replaced, and the replacement is
-recorded. `native` leaves the process alone (faster; the bits then depend on
-the CPU). A CPU without AVX2 and FMA, or one that is not x86-64, runs native, and says so.
+recorded. `native` leaves the libraries' code paths alone (faster; the bits then depend on
+the CPU) and runs numerics.threads threads too. A CPU without AVX2 and FMA, or one that is
+not x86-64, runs native, and says so.
 
 OpenBLAS (NumPy's BLAS) is deliberately left alone: some machines set OPENBLAS_CORETYPE
 because older OpenBLAS builds compute wrong results there. NumPy-computed values are held
@@ -75,7 +76,7 @@ class Pinned:
 
     requested: str
     mode: str
-    threads: int | None  # None: native, the rule's Snakemake threads apply
+    threads: int | None  # numerics.threads; None: the rule's Snakemake threads apply
     reason: str = ""
     replaced: dict[str, str] = field(default_factory=dict)  # variable -> the user's value
 
@@ -120,10 +121,10 @@ def pin(
     if environ is os.environ and "torch" in sys.modules:
         raise RuntimeError("tcrformer.numerics.pin must run before torch is imported")
     if numerics.mode == "native":
-        return Pinned("native", "native", None, "numerics.mode = native")
+        return Pinned("native", "native", numerics.threads, "numerics.mode = native")
     ok, reason = portable_supported(cpu)
     if not ok:
-        return Pinned("portable", "native", None, reason)
+        return Pinned("portable", "native", numerics.threads, reason)
     wanted = {
         **PORTABLE_ENV,
         **CUDA_ENV,

@@ -2,7 +2,9 @@
 
 A rule script is `main(snakemake)` wrapped by `run(main)`. Errors the user can fix
 (a bad config value, an unreadable file) become one line on stderr and in the log, and a
-non-zero exit, instead of a traceback. Anything else is a bug and keeps its traceback.
+non-zero exit, instead of a traceback. Anything else is a bug: its traceback goes to the
+rule's log too (under SLURM the console is a job file elsewhere; the log is where users
+look), and the exception is raised on.
 
 Before main runs, the process's numerics are pinned (`tcrformer.numerics`): torch reads
 them when it is imported, so rule scripts import torch inside main, never at the top,
@@ -55,6 +57,9 @@ def run(main: Callable[[Any], None], smk: Any) -> None:
     except EXPECTED_ERRORS as err:
         log.error("%s", err)
         sys.exit(1)
+    except Exception:
+        log.exception("a bug, not a problem with your input; please report it with this log")
+        raise
 
 
 def torch_numerics(smk: Any) -> dict[str, Any]:

@@ -123,24 +123,26 @@ def check_counts_agree(formulas: dict[str, int], modules: dict[str, int]) -> Non
 
 
 def breakdown_table(dims: ModelDims) -> pd.DataFrame:
-    """Seed section 10.8's table: part, formula, count, and the share of the total."""
+    """Seed section 10.8's table: key (the count's name in formula_counts: what readers of
+    the table look rows up by), part, formula, count, and the share of the total."""
     counts = formula_counts(dims)
     n = dims.num_layers
     rows = [
-        ("Attention, per sub-layer", "4d^2 + 4d", counts["attention_sublayer"]),
-        ("Feed-forward, per layer", "2 d d_ff + d_ff + d", counts["ffn_layer"]),
-        ("LayerNorm", "2d", counts["layer_norm"]),
-        ("Encoder layer", "1 attention + 1 FFN + 2 LayerNorms", counts["encoder_layer"]),
-        ("Decoder layer", "2 attentions + 1 FFN + 3 LayerNorms", counts["decoder_layer"]),
-        (f"{n} + {n} layers", f"{n} (encoder layer + decoder layer)", counts["all_layers"]),
+        ("attention_sublayer", "Attention, per sub-layer", "4d^2 + 4d"),
+        ("ffn_layer", "Feed-forward, per layer", "2 d d_ff + d_ff + d"),
+        ("layer_norm", "LayerNorm", "2d"),
+        ("encoder_layer", "Encoder layer", "1 attention + 1 FFN + 2 LayerNorms"),
+        ("decoder_layer", "Decoder layer", "2 attentions + 1 FFN + 3 LayerNorms"),
+        ("all_layers", f"{n} + {n} layers", f"{n} (encoder layer + decoder layer)"),
         (
+            "embeddings_and_output",
             "Embeddings and output projection",
             f"({dims.src_vocab} + {dims.tgt_vocab}) d + {dims.tgt_vocab} (d + 1)",
-            counts["embeddings_and_output"],
         ),
-        ("Total", "layers + embeddings and output", counts["total"]),
+        ("total", "Total", "layers + embeddings and output"),
     ]
-    table = pd.DataFrame(rows, columns=["part", "formula", "count"])
+    table = pd.DataFrame(rows, columns=["key", "part", "formula"])
+    table["count"] = [counts[key] for key in table["key"]]
     table["share"] = table["count"] / counts["total"]
     return table
 

@@ -37,3 +37,10 @@ def sinusoidal_table(n_positions: int, d: int, base: float = PE_BASE) -> np.ndar
 def period(dim: int, d: int, base: float = PE_BASE) -> float:
     """Number of positions after which column `dim` repeats: 2*pi / frequency of its pair."""
     return float(2 * np.pi / frequencies(d, base)[dim // 2])
+
+
+def spread_dims(d_model: int, fractions) -> list[int]:
+    """Even dimensions (the sine of a pair) at these fractions of the width, the last pair at
+    most, without repeats: what a figure shows of a table of any width. At d_model 512,
+    fractions 0, 1/4, 1/2, 1 give 0, 128, 256, 510."""
+    return sorted({min(2 * round(f * d_model / 2), d_model - 2) for f in fractions})

@@ -47,30 +47,31 @@ def _count(n: int) -> str:
     return words.get(n, f"{n} dimensions")
 
 
-def _row(frame: pd.DataFrame, part: str) -> int:
-    match = frame.loc[frame["part"] == part, "count"]
+def _row(frame: pd.DataFrame, key: str) -> int:
+    """A count of the breakdown by its key (counting.formula_counts' name), never its label."""
+    match = frame.loc[frame["key"] == key, "count"]
     if match.empty:
-        raise ValueError(f"param_breakdown.csv has no row {part!r}")
+        raise ValueError(f"param_breakdown.csv has no row {key!r}")
     return int(match.iloc[0])
 
 
 def model_composition(frame: pd.DataFrame) -> dict[str, int]:
     """Split the model's total into the encoder stack, the decoder stack and the embeddings."""
-    encoder, decoder = _row(frame, "Encoder layer"), _row(frame, "Decoder layer")
-    n_layers = _row(frame, "6 + 6 layers") // (encoder + decoder)
+    encoder, decoder = _row(frame, "encoder_layer"), _row(frame, "decoder_layer")
+    n_layers = _row(frame, "all_layers") // (encoder + decoder)
     return {
         f"encoder stack\n({n_layers} layers)": n_layers * encoder,
         f"decoder stack\n({n_layers} layers)": n_layers * decoder,
-        "embeddings\nand output": _row(frame, "Embeddings and output projection"),
+        "embeddings\nand output": _row(frame, "embeddings_and_output"),
     }
 
 
 def layer_composition(frame: pd.DataFrame) -> dict[str, int]:
     """Split one encoder layer into attention, feed-forward network and its two LayerNorms."""
     return {
-        "attention": _row(frame, "Attention, per sub-layer"),
-        "feed-forward": _row(frame, "Feed-forward, per layer"),
-        "2 LayerNorms": 2 * _row(frame, "LayerNorm"),
+        "attention": _row(frame, "attention_sublayer"),
+        "feed-forward": _row(frame, "ffn_layer"),
+        "2 LayerNorms": 2 * _row(frame, "layer_norm"),
     }
 
 
@@ -95,8 +96,8 @@ def _stacked_bar(ax: Axes, y: float, parts: Mapping[str, int], colours: Sequence
 
 def draw_param_breakdown(frame: pd.DataFrame) -> Figure:
     """Where the base model's weights sit: every row of the table, and two compositions."""
-    parts = frame[frame["part"] != "Total"]
-    total = _row(frame, "Total")
+    parts = frame[frame["key"] != "total"]
+    total = _row(frame, "total")
     fig = style.new_figure(11.0, 4.6)
     table_ax, share_ax = fig.subplots(1, 2, width_ratios=(1, 1.1))
     y = np.arange(len(parts))

@@ -172,7 +172,7 @@ def _value(values: Mapping[str, Any], key: str) -> str:
     return _md(values[key]) if key in values else "(absent)"
 
 
-def summary_markdown(
+def compare_markdown(
     names: tuple[str, str],
     runs: Mapping[str, figure_data.RunData],
     folders: Mapping[str, str],
@@ -257,7 +257,7 @@ def compare_runs(settings, entries: Sequence[golden.GoldenEntry]) -> dict[str, A
     return {
         "values": table,
         "config_diff": {**diffs, "manifest_sha256": manifest_sha256},
-        "summary": summary_markdown(names, runs, folders, manifest_sha256, table, diffs),
+        "summary": compare_markdown(names, runs, folders, manifest_sha256, table, diffs),
         **plotting.writers("losses", plotting.draw_losses(runs)),
         **plotting.writers("attention", plotting.draw_attention(runs)),
     }

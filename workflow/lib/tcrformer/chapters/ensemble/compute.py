@@ -24,9 +24,9 @@ from tcrformer.core.numerics import one_line
 
 def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
     """The chapter's values for one seed, plus whether its CDR3 came back reversed."""
-    from tcrformer.chapters.reversal.values import chapter_values
+    from tcrformer.chapters.reversal.values import recipe_values
 
-    values = chapter_values(recipe, losses, evaluation)
+    values = recipe_values(recipe, losses, evaluation)
     values[f"{recipe.name}.cdr3_correct"] = int(
         evaluation.cdr3_output == evaluation.cdr3_input[::-1]
     )

@@ -58,7 +58,7 @@ def published_losses(table: pd.DataFrame, prefix: str) -> dict[int, float]:
 # Distributions --------------------------------------------------------------------------------
 
 
-def describe(sample: Sequence[float]) -> dict[str, float]:
+def quantiles(sample: Sequence[float]) -> dict[str, float]:
     """n, min, 5th percentile, median, 95th percentile, max (linear interpolation)."""
     x = np.asarray(sample, dtype=float)
     stats = {"n": int(x.size), "min": float(x.min()), "max": float(x.max())}
@@ -88,7 +88,7 @@ def summary_table(seeds: pd.DataFrame, published: Mapping[str, Any]) -> pd.DataF
     rows = []
     for key in [c for c in seeds.columns if c != "seed"]:
         sample = seeds[key].to_numpy(dtype=float)
-        row: dict[str, Any] = {"key": key, **describe(sample)}
+        row: dict[str, Any] = {"key": key, **quantiles(sample)}
         value = published.get(key)
         row["published"] = value
         row["published_percentile"] = None if value is None else percentile_rank(value, sample)

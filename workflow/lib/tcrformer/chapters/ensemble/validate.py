@@ -74,7 +74,7 @@ def failed_keys(values: Mapping[str, Any], entries: list[golden.GoldenEntry]) ->
     return [r.key for r in rows if r.status == golden.FAIL]
 
 
-def judge(
+def judge_draws(
     draws: pd.DataFrame, entries: list[golden.GoldenEntry], prefix: str, name: str, budget: float
 ) -> Check:
     """Every row of `draws` (one seed each) judged by `entries`' bands."""
@@ -132,7 +132,7 @@ def committed(golden_file: str | Path, checks: tuple[str, ...] = CHECKS) -> dict
         )
     if "out_of_sample" in checks:
         holdout = pd.read_csv(folder / "ensemble_holdout.csv")
-        done["out_of_sample"] = judge(holdout, entries, prefix, "out of sample", budget)
+        done["out_of_sample"] = judge_draws(holdout, entries, prefix, "out of sample", budget)
     return done
 
 

@@ -41,7 +41,7 @@ def dims_of(notes: Settings) -> counting.ModelDims:
     )
 
 
-def build_model(notes: Settings) -> EncoderDecoder:
+def base_model(notes: Settings) -> EncoderDecoder:
     """The paper's base model at the config's sizes, initialised from `notes.seed`."""
     torch.manual_seed(notes.seed)
     return EncoderDecoder(
@@ -156,7 +156,7 @@ def param_values(notes: Settings, model: EncoderDecoder) -> dict[str, int]:
     }
 
 
-def myth_values(notes: Settings, model: EncoderDecoder) -> dict[str, Any]:
+def myth_counts(notes: Settings, model: EncoderDecoder) -> dict[str, Any]:
     """Attention 4d^2 vs FFN 8d^2 weights per block, checked against one encoder layer."""
     d, d_ff = notes.d_model, notes.d_ff
     layer = model.encoder.layers[0]
@@ -247,13 +247,13 @@ def teacher_forcing(sequence: str, pad_tokens: int) -> dict[str, Any]:
 def notes_values(notes: Settings) -> dict[str, Any]:
     """Rule notes_values: every value of the chapter under its golden key, the positional
     table, the parameter breakdown and Fig. 12's masks, by output name."""
-    model = build_model(notes)
+    model = base_model(notes)
     values = (
         pe_values(notes)
         | parity_values(notes)
         | param_values(notes, model)
         | shape_values(notes, model)
-        | myth_values(notes, model)
+        | myth_counts(notes, model)
         | page2_values(notes)
     )
     breakdown = counting.breakdown_table(dims_of(notes))

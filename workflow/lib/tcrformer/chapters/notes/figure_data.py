@@ -22,7 +22,7 @@ FILES = {
 @dataclass(frozen=True)
 class NotesFigures:
     pe_table: np.ndarray  # (positions, d_model)
-    breakdown: pd.DataFrame  # part, formula, count, share
+    breakdown: pd.DataFrame  # key, part, formula, count, share
     teacher_forcing: dict[str, Any]  # decoder input, target and masks of Fig. 12
 
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcrformer.core.config import ConfigError
+from tcrformer.models.positional import spread_dims
+
+PERIOD_FRACTIONS = (0, 1 / 4, 1 / 2, 1)  # notes.pe.period_dims null: where, along d_model
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,10 @@ class Settings:
                 probe_position=pe["probe_position"],
                 probe_dims=pe["probe_dims"],
                 cosine_pairs=tuple(tuple(pair) for pair in pe["cosine_pairs"]),
-                period_dims=tuple(pe["period_dims"]),
+                period_dims=tuple(
+                    pe["period_dims"] if pe.get("period_dims") is not None
+                    else spread_dims(notes["d_model"], PERIOD_FRACTIONS)
+                ),
             ),
             parity=Parity(**notes["parity"]),
             shapes=Shapes(**notes["shapes"]),

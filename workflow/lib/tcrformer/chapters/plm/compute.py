@@ -14,9 +14,10 @@ from collections.abc import Mapping
 import pandas as pd
 
 from tcrformer.chapters.plm import esm2, scan, sceptr_mlm
-from tcrformer.chapters.plm.guess import Guess
+from tcrformer.chapters.plm.guess import guesses_of
 from tcrformer.chapters.plm.segments import check_germline, segments
 from tcrformer.chapters.plm.settings import Settings
+from tcrformer.chapters.plm.values import chapter_values
 from tcrformer.core.config import ConfigError
 
 log = logging.getLogger("tcrformer")
@@ -59,10 +60,6 @@ def sceptr_result(settings: Settings, positions: tuple[int, ...] | None = None) 
     return {"variant": settings.sceptr_variant, "guesses": [g.as_dict() for g in found]}
 
 
-def guesses_of(result: Mapping) -> list[Guess]:
-    return [Guess.from_dict(g) for g in result.get("guesses", [])]
-
-
 def scan_result(settings: Settings, esm2_available: bool) -> tuple[pd.DataFrame, dict]:
     """Every CDR3 position hidden in turn with SCEPTR, and with ESM-2 when its weights exist."""
     check_germline(settings.germline)
@@ -74,7 +71,7 @@ def scan_result(settings: Settings, esm2_available: bool) -> tuple[pd.DataFrame,
             found = guesses_of(esm2_scan) + found
     germline = settings.germline
     table = scan.table(found, segments(settings.chain.cdr3, germline.v_cdr3, germline.j_cdr3))
-    return table, scan.summary(table)
+    return table, scan.scan_summary(table)
 
 
 # The rules ------------------------------------------------------------------------------------
@@ -94,6 +91,5 @@ def plm_scan(settings: Settings, esm2: Mapping) -> dict:
 
 
 def plm_values(esm2: Mapping, sceptr: Mapping, summary: Mapping) -> dict:
-    from tcrformer.chapters.plm.values import chapter_values
 
     return {"values": chapter_values(esm2, sceptr, summary)}

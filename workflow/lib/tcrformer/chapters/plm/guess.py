@@ -8,7 +8,7 @@ full softmax over them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,3 +66,8 @@ class Guess:
     @classmethod
     def from_dict(cls, data: dict) -> Guess:
         return cls(data["model"], data["position"], data["true_residue"], data["probabilities"])
+
+
+def guesses_of(result: Mapping) -> list[Guess]:
+    """The guesses of a language model's result file (its "guesses" list)."""
+    return [Guess.from_dict(g) for g in result.get("guesses", [])]

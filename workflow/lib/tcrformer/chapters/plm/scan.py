@@ -59,6 +59,6 @@ def model_summary(rows: pd.DataFrame) -> dict[str, float | int]:
     return {k: v for k, v in summary.items() if v is not None}
 
 
-def summary(scan: pd.DataFrame) -> dict[str, dict]:
+def scan_summary(scan: pd.DataFrame) -> dict[str, dict]:
     """{model: its summary}, models in the order they appear in the table."""
     return {model: model_summary(rows) for model, rows in scan.groupby("model", sort=False)}

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from tcrformer.chapters.plm.compute import guesses_of
-from tcrformer.chapters.plm.guess import Guess
+from tcrformer.chapters.plm.guess import Guess, guesses_of
 from tcrformer.chapters.plm.settings import TOP_K
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tcrformer.chapters.plm.settings import Esm2Options, regression_path
 
-__all__ = ["checkpoint_path", "hub_dir", "regression_path", "weight_files"]
+__all__ = ["esm2_checkpoint", "hub_dir", "regression_path", "weight_files"]
 
 
 def hub_dir() -> Path:
@@ -23,7 +23,7 @@ def hub_dir() -> Path:
     return Path(os.path.expanduser(torch_home)) / "hub"
 
 
-def checkpoint_path(options: Esm2Options) -> Path:
+def esm2_checkpoint(options: Esm2Options) -> Path:
     """The configured checkpoint, or the model's file in the torch hub cache."""
     if options.checkpoint:
         return Path(options.checkpoint)
@@ -32,5 +32,5 @@ def checkpoint_path(options: Esm2Options) -> Path:
 
 def weight_files(options: Esm2Options) -> list[str]:
     """The weight files that exist now: a rule input, so new weights make the rule rerun."""
-    checkpoint = checkpoint_path(options)
+    checkpoint = esm2_checkpoint(options)
     return [str(p) for p in (checkpoint, regression_path(checkpoint)) if p.is_file()]

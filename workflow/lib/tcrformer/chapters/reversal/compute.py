@@ -11,7 +11,7 @@ from typing import Any
 
 from tcrformer.chapters.reversal import figure_data
 from tcrformer.chapters.reversal.evaluate import evaluate_recipe
-from tcrformer.chapters.reversal.values import chapter_values, losses_frame, read_losses
+from tcrformer.chapters.reversal.values import losses_frame, read_losses, recipe_values
 from tcrformer.training.checkpoints import discard_checkpoints
 from tcrformer.training.loop import train
 from tcrformer.training.model import load_model, save_model
@@ -35,10 +35,10 @@ def evaluate_reversal(recipe: Recipe, model_path: str, losses_path: str) -> dict
     model, _ = load_model(model_path, recipe.impl)
     losses = read_losses(losses_path, recipe.steps)
     evaluation = evaluate_recipe(model, recipe)
-    values = chapter_values(recipe, losses, evaluation)
+    values = recipe_values(recipe, losses, evaluation)
     return {
         "values": values,
         "attention": evaluation.cross_attention,
         "cdr3": f"{evaluation.cdr3_input}\n{evaluation.cdr3_output}\n",
-        "figure_data": figure_data.labels(recipe, values, evaluation),
+        "figure_data": figure_data.training_labels(recipe, values, evaluation),
     }

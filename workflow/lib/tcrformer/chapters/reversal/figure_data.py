@@ -31,7 +31,7 @@ class ReversalFigures:
     antidiagonal_mean: float
 
 
-def labels(recipe, values: Mapping, evaluation) -> dict:
+def training_labels(recipe, values: Mapping, evaluation) -> dict:
     """Fig. 13's labels and scalars, from the recipe and its evaluation."""
     prefix = recipe.name
     return {

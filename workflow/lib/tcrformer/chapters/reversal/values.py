@@ -35,7 +35,7 @@ def read_losses(path: str, steps: int) -> pd.DataFrame:
     return frame
 
 
-def chapter_values(recipe: Recipe, losses: pd.DataFrame, evaluation: Evaluation) -> dict[str, Any]:
+def recipe_values(recipe: Recipe, losses: pd.DataFrame, evaluation: Evaluation) -> dict[str, Any]:
     prefix = recipe.name
     loss_at = dict(zip(losses["step"], losses["loss"], strict=True))
     values: dict[str, Any] = {

@@ -223,5 +223,5 @@ def toy_values(settings: Settings) -> dict[str, Any]:
         "scaling_raw_scores": demo["raw_scores"],
         "scaling_weights_unscaled": demo["weights_unscaled"],
         "scaling_weights_scaled": demo["weights_scaled"],
-        "figure_data": figure_data.labels(settings, names, partner + 1),
+        "figure_data": figure_data.toy_labels(settings, names, partner + 1),
     }

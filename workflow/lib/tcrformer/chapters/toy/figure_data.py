@@ -41,7 +41,7 @@ class ToyFigures:
     scaling_weights_scaled: np.ndarray
 
 
-def labels(settings, columns: list[str], partner_position: int) -> dict:
+def toy_labels(settings, columns: list[str], partner_position: int) -> dict:
     """The figures' labels and scalars (the arrays are toy_values' other outputs)."""
     query = settings.heads[0].Q
     dimensions = ["", ""]  # a rotation query has no single feature per column
