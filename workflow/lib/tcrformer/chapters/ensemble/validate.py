@@ -151,11 +151,30 @@ def markdown(checks: Mapping[str, Check]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def enlarged_placement(golden_file: str | Path) -> pd.DataFrame:
+    """Where the seed document's printed values fall among both committed ensembles."""
+    from tcrformer.chapters.ensemble import distributions
+
+    folder = Path(golden_file).parent
+    both = pd.concat([pd.read_csv(folder / name) for name in
+                      ("ensemble_seeds.csv", "ensemble_holdout.csv")], ignore_index=True)  # fmt: skip
+    entries, _ = golden.load_golden(golden_file)
+    published = {e.key: e.value for e in entries if e.chapter == "reversal"}
+    cdr3 = _published_cdr3(entries, "reversal")[::-1]
+    keys = [c for c in both.columns if c != "seed"]
+    values = distributions.published_values(published, "reversal", cdr3, keys)
+    return distributions.summary_table(both, values)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--golden", default="config/golden/seed_values.yaml")
     args = parser.parse_args(argv)
-    print(markdown(committed(args.golden)), end="")
+    print(markdown(committed(args.golden)))
+    table = enlarged_placement(args.golden)
+    print("| key | seeds | published | where it falls |\n|---|---|---|---|")
+    for row in table.itertuples(index=False):
+        print(f"| `{row.key}` | {row.n} | {row.published:g} | {row.published_placement} |")
     return 0
 
 
