@@ -196,12 +196,18 @@ def test_every_claim_gets_a_verdict_of_its_kind_and_a_sentence():
 
 
 def test_a_claim_changed_after_registration_is_marked():
-    claim = SETTINGS.claims[0]
+    claim, arms = SETTINGS.claims[0], SETTINGS.arms
     registration = {"claims": SETTINGS.registration()}
-    assert registration_mark(claim, registration) == "as registered"
+    assert registration_mark(claim, registration, arms) == "as registered"
     moved = replace(claim, test={**claim.test, "margin": 0.1})  # a criterion moved
-    assert registration_mark(moved, registration) == CHANGED
-    assert registration_mark(replace(claim, v1="other words"), registration) == "as registered"
+    assert registration_mark(moved, registration, arms) == CHANGED
+    assert registration_mark(replace(claim, v1="other words"), registration, arms) == (
+        "as registered"
+    )
+    retrained = {**arms, "no_warmup": replace(arms["no_warmup"], warmup=200)}  # an arm moved
+    assert registration_mark(claim, registration, retrained) == CHANGED
+    reseeded = {name: replace(r, seed=5) for name, r in arms.items()}  # a seed is no change
+    assert registration_mark(claim, registration, reseeded) == "as registered"
 
 
 def test_a_sweep_picks_the_best_median_and_the_first_on_a_tie():

@@ -26,7 +26,7 @@ from tcrformer.core.io import write_named
 from tcrformer.figures import FIGURES, draw
 from tcrformer.validation import validate
 
-from conftest import ROOT, default_config
+from conftest import ROOT, default_config, snakemake, write_config
 
 matplotlib.use("Agg")
 torch.set_num_threads(1)
@@ -38,12 +38,15 @@ RENAMED = {"plm": {"table": "scan", "summary": "scan_summary"}}  # rule output -
 def configs(draw_from):
     """A config the schema accepts, changed where a user changes it."""
     config = copy.deepcopy(default_config())
-    cdr3 = draw_from(st.text(alphabet=AMINO_ACIDS, min_size=8, max_size=16))
+    germline = config["plm"]["germline"]  # the genes stay: their ends are IMGT's, trimmed
+    v_end = germline["v_cdr3"][: draw_from(st.integers(1, len(germline["v_cdr3"])))]
+    j_end = germline["j_cdr3"][-draw_from(st.integers(1, len(germline["j_cdr3"]))) :]
+    shortest = max(1, 8 - len(v_end) - len(j_end))  # the reversal task's strings: 8 or more
+    middle = draw_from(st.text(alphabet=AMINO_ACIDS, min_size=shortest, max_size=shortest + 6))
+    cdr3 = v_end + middle + j_end  # from the conserved C to the conserved F
     config["toy"].update(sequence=cdr3, focus_position=draw_from(st.integers(1, len(cdr3))))
-    chain, germline = config["plm"]["chain"], config["plm"]["germline"]
-    chain["cdr3"] = cdr3
-    v, j = draw_from(st.integers(1, 3)), draw_from(st.integers(1, 3))
-    germline.update(v_cdr3=cdr3[:v], j_cdr3=cdr3[-j:])
+    config["plm"]["chain"]["cdr3"] = cdr3
+    germline.update(v_cdr3=v_end, j_cdr3=j_end)
     config["plm"]["positions"] = sorted(
         draw_from(st.sets(st.integers(1, len(cdr3)), min_size=1, max_size=2))
     )
@@ -63,7 +66,8 @@ def configs(draw_from):
         d_model=rev_heads * 8, num_heads=rev_heads, d_ff=32,
         num_layers=draw_from(st.integers(1, 3)), steps=steps, warmup=4,
         report_every=draw_from(st.integers(2, steps)), eval_n=20, batch_size=16,
-        cdr3=cdr3, device="cpu", log_every=1000, checkpoint_every=1000,
+        cdr3=cdr3, max_len=max(16, len(cdr3)), device="cpu", log_every=1000,
+        checkpoint_every=1000,
     )  # fmt: skip
     return config
 
@@ -117,8 +121,7 @@ def build(config, folder) -> None:
 OF_ALL = [f for f in FIGURES if f.chapter in ("toy", "notes", "plm", "reversal", None)]
 
 
-@pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture], derandomize=True)  # fmt: skip
 @given(config=configs())
 def test_every_valid_config_draws_every_figure(config, tmp_path_factory):
@@ -132,3 +135,31 @@ def test_every_valid_config_draws_every_figure(config, tmp_path_factory):
         drawn = draw(figure.id, paths, figure.options(config))
         assert drawn.axes, figure.id
         plt.close(drawn)
+
+
+OTHER = {
+    "run": "other",
+    "toy": {"sequence": "CASSLAPGATNEKLFF", "focus_position": 12},
+    "notes": {"d_model": 64, "num_heads": 4, "d_ff": 128, "num_layers": 2},
+    "reversal": {"steps": 40, "warmup": 10, "report_every": 20, "eval_n": 50,
+                 "num_layers": 1, "cdr3": "CASSLAPGATNEKLFF"},
+    "plm": {"chain": {"cdr3": "CASSLAPGATNEKLFF"}, "positions": [1, 5],
+            "germline": {"j_gene": "TRBJ1-4*01", "j_cdr3": "TNEKLFF"},
+            "esm2": {"download": False}},
+    "golden": {"strict": False},
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_non_default_run_draws_every_figure_and_its_report(workflow_copy):
+    """Another receptor, a smaller notes model with fewer layers and a one-layer reversal
+    model, through Snakemake: every figure of `all` and the report."""
+    config = write_config(workflow_copy / "other.yaml", OTHER)
+    done = snakemake(workflow_copy, "figures", "--configfile", str(config), timeout=1500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for figure in OF_ALL:
+        png = workflow_copy / f"results/other/figures/{figure.id}.png"
+        assert png.stat().st_size > 5_000, figure.id
+    report = workflow_copy / "other_report.zip"
+    done = snakemake(workflow_copy, "figures", "--configfile", str(config), "--report", str(report))
+    assert done.returncode == 0 and report.stat().st_size > 100_000, done.stderr[-2000:]

@@ -110,7 +110,7 @@ def draw_param_breakdown(frame: pd.DataFrame) -> Figure:
     table_ax.set_title("every row of the breakdown")
     _stacked_bar(share_ax, 1, model_composition(frame), ("#3b7dd8", "#5b4bb7", "#e07b24"))
     _stacked_bar(share_ax, 0, layer_composition(frame), ("#2e9e6b", "#b7791f", "#555555"))
-    encoder = _row(frame, "Encoder layer")
+    encoder = _row(frame, "encoder_layer")
     share_ax.set_yticks([1, 0], [f"whole model\n{total:,}", f"one encoder layer\n{encoder:,}"])
     share_ax.set_xlim(0, 1)
     share_ax.set_xlabel("share of the weights (fraction)")

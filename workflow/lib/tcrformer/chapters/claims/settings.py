@@ -45,10 +45,17 @@ class Claim:
             names += list(reference.values())
         return list(dict.fromkeys(names + list(self.test.get("also", []))))
 
-    def digest(self) -> str:
-        """What a pre-registration fixes: everything but the v1 note."""
+    def digest(self, recipes: Mapping[str, Recipe]) -> str:
+        """What a pre-registration fixes: the claim (all but its v1 note) and the recipes of
+        the arms it reads (what trains them, but the seed and where it runs)."""
         fixed = {k: v for k, v in asdict(self).items() if k != "v1"}
+        fixed["arms"] = {arm: _experiment(recipes[arm]) for arm in self.arms()}
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
+
+
+def _experiment(recipe: Recipe) -> dict[str, Any]:
+    skip = ("seed", "device", "checkpoint_every", "log_every", "name")
+    return {k: v for k, v in recipe.training_params().items() if k not in skip}
 
 
 @dataclass(frozen=True)
@@ -178,4 +185,4 @@ class Settings:
 
     def registration(self) -> dict[str, str]:
         """{claim id: digest}: what a registration before training fixes."""
-        return {claim.id: claim.digest() for claim in self.claims}
+        return {claim.id: claim.digest(self.arms) for claim in self.claims}

@@ -18,11 +18,12 @@ KIND_TITLES = {
 CHANGED = "CHANGED after registration"
 
 
-def registration_mark(claim, registration: Mapping[str, Any]) -> str:
+def registration_mark(claim, registration: Mapping[str, Any], recipes) -> str:
+    """Whether a claim, and the arms it reads, are what was registered before training."""
     registered = (registration or {}).get("claims", {})
     if claim.id not in registered:
         return "not registered"
-    return "as registered" if registered[claim.id] == claim.digest() else CHANGED
+    return "as registered" if registered[claim.id] == claim.digest(recipes) else CHANGED
 
 
 def table_rows(settings, decisions, registration) -> list[dict[str, Any]]:
@@ -46,7 +47,7 @@ def table_rows(settings, decisions, registration) -> list[dict[str, Any]]:
             "holm": decision.adjusted,
             "measured": decision.measured,
             "verdict": decision.verdict,
-            "registered": registration_mark(claim, registration),
+            "registered": registration_mark(claim, registration, settings.arms),
         })  # fmt: skip
     return rows
 
