@@ -353,3 +353,34 @@ def test_the_reduced_run_gives_every_claim_a_row_a_figure_and_a_verdict(workflow
     args = ("claims", "--configfile", reduced, "--report", str(report))
     done = snakemake(workflow_copy, *args)
     assert done.returncode == 0 and report.stat().st_size > 10_000, done.stderr[-2000:]
+
+
+def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
+    """A long run spans sessions: what its finished jobs wrote goes into an archive that a
+    fresh clone unpacks, times and all (unfinished jobs, without metrics, stay behind)."""
+    import os
+    import tarfile
+
+    from tcrformer.chapters.claims import archive
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    done = old / "results/paper/claims/arms/baseline/seed0"
+    half = old / "results/paper/claims/arms/baseline/seed1"
+    for folder in (done, half):
+        folder.mkdir(parents=True)
+    for name in archive.JOB_FILES:
+        (done / name).write_text(name)
+        os.utime(done / name, (1_000_000, 1_000_000))
+    (half / "history.csv").write_text("training, not yet evaluated")
+    (old / "results/paper/claims/registration.json").write_text("{}")
+    packed = tmp_path / "claims.tar.gz"
+    assert archive.save("paper", packed, root=old) == 1
+    assert archive.restore(packed, root=new) == 1
+    restored = new / "results/paper/claims/arms/baseline/seed0/metrics.json"
+    assert restored.read_text() == "metrics.json" and restored.stat().st_mtime == 1_000_000
+    assert not (new / "results/paper/claims/arms/baseline/seed1").exists()
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(packed, arcname="../outside.txt")
+    with pytest.raises(ValueError, match="outside results"):
+        archive.restore(evil, root=new)

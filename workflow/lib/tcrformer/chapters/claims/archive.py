@@ -1,0 +1,71 @@
+"""Carry a claims run's finished jobs across machines: a long run may span sessions.
+
+    python -m tcrformer.chapters.claims.archive save    --run paper --to results/archive/claims_v2.tar.gz
+    python -m tcrformer.chapters.claims.archive restore --from results/archive/claims_v2.tar.gz
+
+`save` packs what the finished jobs wrote (every arm and seed whose evaluation is done: its
+metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'
+benchmark files), with their modification times. `restore` unpacks them into results/ of a
+fresh clone: Snakemake then finds those jobs done (the trained weights are temporary files
+it deleted after evaluating them, and a run without its .snakemake records reruns nothing
+whose outputs are there) and runs only the rest with the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tarfile
+from pathlib import Path
+
+JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
+
+
+def finished(results: Path) -> list[Path]:
+    """The files of every evaluated job of results/<run>/, and what they were registered by."""
+    claims = results / "claims"
+    files = [claims / "registration.json", *sorted((claims / "sweeps").glob("*.json"))]
+    for metrics in sorted(claims.glob("arms/*/seed*/metrics.json")):
+        files += [metrics.parent / name for name in JOB_FILES]
+    files += sorted((results / "benchmarks").glob("train_claim_arm_*.tsv"))
+    return [f for f in files if f.is_file()]
+
+
+def save(run: str, archive: Path, root: Path = Path(".")) -> int:
+    files = finished(root / "results" / run)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_suffix(".partial")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=str(path.relative_to(root)))
+    tmp.replace(archive)
+    return sum(1 for f in files if f.name == "metrics.json")
+
+
+def restore(archive: Path, root: Path = Path(".")) -> int:
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        if any(not m.name.startswith("results/") or ".." in m.name for m in members):
+            raise ValueError(f"{archive}: holds files outside results/")
+        tar.extractall(root, members=members, filter="data")  # keeps the modification times
+    return sum(1 for m in members if m.name.endswith("/metrics.json"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    saving = commands.add_parser("save")
+    saving.add_argument("--run", default="paper")
+    saving.add_argument("--to", type=Path, required=True)
+    restoring = commands.add_parser("restore")
+    restoring.add_argument("--from", dest="source", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "save":
+        print(f"{save(args.run, args.to)} finished jobs saved to {args.to}")
+    else:
+        print(f"{restore(args.source)} finished jobs restored from {args.source}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
