@@ -4,6 +4,7 @@ import json
 
 import pytest
 import yaml
+from test_config_errors import BAD_CONFIGS
 
 from conftest import default_config, snakemake, write_config
 
@@ -70,24 +71,12 @@ def test_another_receptor_in_another_run(workflow_copy):
     assert not (wf / "results/paper").exists()
 
 
-@pytest.mark.parametrize(
-    ("override", "key"),
-    [
-        ({"toy": {"sequence": "CASSXZ"}}, "toy.sequence"),
-        ({"toy": {"sequence": ""}}, "toy.sequence"),
-        ({"toy": {"focus_position": 40}}, "toy.focus_position"),
-        ({"toy": {"focus_position": "six"}}, "toy.focus_position"),
-        ({"toy": {"colour": "red"}}, "toy.colour"),
-        ({"run": "../escape"}, "run"),
-        # Files the config names are checked before any rule runs, not when first read.
-        (
-            {"plm": {"esm2": {"checkpoint": "/nonexistent/esm2.pt", "required": True}}},
-            "plm.esm2.checkpoint",
-        ),
-        ({"golden": {"file": "/nonexistent/golden.yaml"}}, "golden.file"),
-    ],
-)
-def test_bad_config_is_one_line_naming_the_key(workflow_copy, override, key):
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "key"), [BAD_CONFIGS[0], BAD_CONFIGS[-1]],
+                         ids=["schema", "a file it names"])  # fmt: skip
+def test_snakemake_stops_on_a_bad_config_with_one_line(workflow_copy, override, key):
+    """The same check wired into Snakemake, once per family: exit 1, one line, no traceback,
+    nothing written."""
     wf = workflow_copy
     bad = write_config(wf / "bad.yaml", override)
     proc = snakemake(wf, "toy", "--configfile", str(bad))
