@@ -66,6 +66,22 @@ def test_a_hostile_environment_does_not_change_a_portable_run(portable_run):
 
 
 @needs_avx2
+def test_the_two_rank_fingerprint_holds_here_even_in_a_hostile_environment():
+    """Two data-parallel ranks: their own committed bits, whatever the environment says."""
+    two = FINGERPRINT["two_ranks"]
+    env = {**HOSTILE, **MORE_THREADS}
+    ours = run_fingerprint("--steps", str(two["steps"]), "--ranks", "2", env=env)
+    assert ours["ranks"] == 2 and ours["numerics"]["threads"] == 1
+    first_different = next(
+        (i + 1 for i, (a, b) in enumerate(zip(ours["losses_float32_hex"],
+         two["losses_float32_hex"], strict=True)) if a != b), None,
+    )  # fmt: skip
+    assert first_different is None, f"the losses differ from step {first_different} on"
+    assert ours["weights_sha256"] == two["weights_sha256"]
+    assert two["losses_float32_hex"] != FINGERPRINT["losses_float32_hex"]  # not 1 rank's
+
+
+@needs_avx2
 def test_the_losses_measured_on_another_machine_are_reproduced():
     anchor = FINGERPRINT["cross_machine"]
     ours = run_fingerprint("--steps", str(anchor["steps"]), "--seed", str(anchor["seed"]))

@@ -47,6 +47,8 @@ VALUE_CHAPTERS = ["toy", "notes", "plm", "reversal"]
 # it), whatever --cores says; Snakemake lowers a count above --cores to --cores.
 NUMERICS = config["numerics"]
 TORCH_THREADS = NUMERICS["threads"]
+# The reversal chapter's training runs numerics.ranks ranks, each of TORCH_THREADS threads.
+TRAINING_THREADS = TORCH_THREADS * NUMERICS["ranks"]
 
 
 def settings(chapter):

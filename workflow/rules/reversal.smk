@@ -28,7 +28,7 @@ rule train_reversal:
     cache: True
     conda:
         "../../envs/torch.yaml"
-    threads: TORCH_THREADS
+    threads: TRAINING_THREADS
     resources:
         gpu=0,
         mem_mb=2000,

@@ -23,7 +23,7 @@ def main(smk):
         "%s: seed %d, %d steps, impl %s, checkpoints in %s",
         recipe.name, recipe.seed, recipe.steps, recipe.impl, checkpoints,
     )  # fmt: skip
-    results = train_reversal(recipe, checkpoints, numerics)
+    results = train_reversal(recipe, checkpoints, numerics, smk.params.numerics["ranks"])
     write_named(smk.output, results)
     log.info("%s: trained in %.1f s", recipe.name, results["timing"]["train_seconds"])
 

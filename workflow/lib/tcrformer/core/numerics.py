@@ -57,16 +57,19 @@ class Numerics:
     """The `numerics:` config section."""
 
     mode: str = "portable"  # portable | native
-    threads: int = 1  # intra-op threads of every torch process in portable mode
+    threads: int = 1  # intra-op threads of every torch process
+    ranks: int = 1  # data-parallel ranks of the reversal chapter's training (training.parallel)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> Numerics:
         section = dict(section or {})
-        numerics = cls(**{k: section[k] for k in ("mode", "threads") if k in section})
+        numerics = cls(**{k: section[k] for k in ("mode", "threads", "ranks") if k in section})
         if numerics.mode not in MODES:
             raise ConfigError("numerics.mode", numerics.mode, f"must be one of {', '.join(MODES)}")
         if not isinstance(numerics.threads, int) or numerics.threads < 1:
             raise ConfigError("numerics.threads", numerics.threads, "must be an integer >= 1")
+        if not isinstance(numerics.ranks, int) or numerics.ranks < 1:
+            raise ConfigError("numerics.ranks", numerics.ranks, "must be an integer >= 1")
         return numerics
 
 

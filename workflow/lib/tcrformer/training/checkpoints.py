@@ -31,9 +31,14 @@ def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:
 
 
 def save_checkpoint(path: Path, run: Any) -> None:
-    """torch.save of tensors and plain containers, renamed into place when complete."""
-    with atomic_path(path) as tmp:
-        torch.save(run.state(), tmp)
+    """torch.save of tensors and plain containers, renamed into place when complete. Over
+    several ranks every rank calls it (gathering the random streams) and the first writes."""
+    state = run.state()
+    if run.shard.leads:
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
+    if run.shard.size > 1:
+        run.shard.gather(None)  # no rank reads a checkpoint before it is complete
 
 
 def load_checkpoint(path: Path, run: Any) -> None:
@@ -46,6 +51,11 @@ def load_checkpoint(path: Path, run: Any) -> None:
         raise ResultFileError(f"{path}: not a reversal checkpoint (format {CHECKPOINT_FORMAT})")
     if state.get("fingerprint") != run.recipe.fingerprint():
         raise ResultFileError(f"{path}: checkpoint of a different recipe; delete it to restart")
+    if state.get("ranks", 1) != run.shard.size:
+        raise ResultFileError(
+            f"{path}: checkpoint of {state.get('ranks', 1)} ranks, resumed with "
+            f"{run.shard.size}; delete it to restart"
+        )
     if "cuda" in state["rng"] and run.device.type != "cuda":
         raise ResultFileError(f"{path}: checkpoint written on a GPU, resumed on {run.device}")
     try:

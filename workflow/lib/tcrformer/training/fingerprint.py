@@ -24,7 +24,9 @@ import yaml
 from tcrformer.core import numerics
 
 
-def fingerprint(config: dict[str, Any], steps: int, seed: int | None = None) -> dict[str, Any]:
+def fingerprint(
+    config: dict[str, Any], steps: int, seed: int | None = None, ranks: int = 1
+) -> dict[str, Any]:
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
     numerics.configure_torch(pinned, threads=None)
@@ -36,7 +38,7 @@ def fingerprint(config: dict[str, Any], steps: int, seed: int | None = None) -> 
     if seed is not None:
         changes["seed"] = seed
     recipe = with_overrides(recipe_from_config(config["reversal"]), **changes)
-    trained = train(recipe)
+    trained = train(recipe, ranks=ranks)
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "model.safetensors"
         save_model(weights, trained.model, recipe.architecture())
@@ -45,6 +47,7 @@ def fingerprint(config: dict[str, Any], steps: int, seed: int | None = None) -> 
     return {
         "steps": steps,
         "seed": recipe.seed,
+        "ranks": ranks,
         "losses_float32_hex": [float(x).hex() for x in losses],
         "last_loss": float(losses[-1]),
         "losses_sha256": hashlib.sha256(losses.tobytes()).hexdigest(),
@@ -59,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--seed", type=int, default=None, help="replace reversal.seed")
     parser.add_argument("--mode", choices=numerics.MODES, help="replace numerics.mode")
+    parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks")
     args = parser.parse_args(argv)
     config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     if args.mode:
         config["numerics"] = {**(config.get("numerics") or {}), "mode": args.mode}
-    print(json.dumps(fingerprint(config, args.steps, args.seed), indent=2))
+    print(json.dumps(fingerprint(config, args.steps, args.seed, args.ranks), indent=2))
     return 0
 
 

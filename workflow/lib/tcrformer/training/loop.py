@@ -34,6 +34,7 @@ from tcrformer.training.checkpoints import (
 )
 from tcrformer.training.data import PAD, TrainingStrings
 from tcrformer.training.model import build_model
+from tcrformer.training.parallel import SOLO, Shard
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
 
@@ -74,9 +75,13 @@ def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
 
 
-def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device):
+def make_step(
+    recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device, shard=SOLO
+):
     """step(src, tgt) -> (loss, the gradient norm before clipping), both detached. No .item():
-    nothing waits for the device here. grad_clip 0 clips nothing (the norm is still taken)."""
+    nothing waits for the device here. grad_clip 0 clips nothing (the norm is still taken).
+    Over several ranks (training.parallel) each takes its share of the batch, and the loss
+    and the gradients are the full batch's, summed over the ranks."""
     loss_of = batch_loss
     max_norm = recipe.grad_clip if recipe.grad_clip > 0 else math.inf
     if recipe.compile:
@@ -89,10 +94,18 @@ def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: to
 
     def step(src: Tensor, tgt: Tensor) -> Tensor:
         model.train()
+        share = None
+        if shard.size > 1:
+            src, tgt, share = shard.rows(src, tgt)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss = loss_of(model, src, tgt, recipe.label_smoothing)
+        if share is not None:
+            loss = loss * share  # this rank's part of the full batch's mean loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if share is not None:
+            shard.sum_gradients(params)
+            loss = shard.sum(loss.detach())
         norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()
         scheduler.step()
@@ -114,6 +127,7 @@ class Run:
     losses: Tensor  # (steps,) on the device, filled as training goes
     grad_norms: Tensor  # (steps,) the gradient norm before clipping, at every step
     step: int = 0  # steps done
+    shard: Shard = SOLO  # this process's rank among the ranks (training.parallel)
 
     @property
     def dropout_bits(self):
@@ -121,13 +135,22 @@ class Run:
         dropout = getattr(self.model, "dropout", None)
         return dropout if getattr(dropout, "bits", None) is not None else None
 
-    def state(self) -> dict:
+    def _rng(self) -> dict:
         rng = {"torch": torch.get_rng_state(), "batches": self.strings.generator.get_state()}
         if self.dropout_bits is not None:
             rng["dropout_bits"] = self.dropout_bits.state()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        return rng
+
+    def state(self) -> dict:
+        """What a checkpoint holds; over several ranks, every rank's random streams (a
+        collective: every rank calls it)."""
+        rng = self._rng()
+        if self.shard.size > 1:
+            rng = {"ranks": self.shard.gather({k: _cpu(v) for k, v in rng.items()})}
         return {
+            "ranks": self.shard.size,
             "format": CHECKPOINT_FORMAT,
             "fingerprint": self.recipe.fingerprint(),
             "step": self.step,
@@ -143,12 +166,13 @@ class Run:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        self.strings.generator.set_state(state["rng"]["batches"])
+        rng = state["rng"]["ranks"][self.shard.rank] if self.shard.size > 1 else state["rng"]
+        torch.set_rng_state(rng["torch"])
+        self.strings.generator.set_state(rng["batches"])
         if self.dropout_bits is not None:
-            self.dropout_bits.set_state(state["rng"]["dropout_bits"])
+            self.dropout_bits.set_state(rng["dropout_bits"])
         if self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
         self.step = state["step"]
         self.losses[: self.step] = state["losses"].to(self.device)
         self.grad_norms[: self.step] = state["grad_norms"].to(self.device)
@@ -165,18 +189,21 @@ class Trained:
     grad_norms: Tensor | None = None  # (steps,) the gradient norm before clipping
 
 
-def new_run(recipe: Recipe, device: torch.device) -> Run:
-    torch.manual_seed(recipe.seed)
+def new_run(recipe: Recipe, device: torch.device, shard: Shard = SOLO) -> Run:
+    torch.manual_seed(recipe.seed)  # every rank: the same initial weights
     model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).to(device)
     fast_transformer = recipe.impl == "fast" and recipe.arch == "transformer"
     if fast_transformer and device.type == "cpu" and not recipe.compile:
-        model.dropout.draw_bits_from(derive_seed(recipe.seed, "dropout"))
+        stream = "dropout" if shard.size == 1 else f"dropout rank {shard.rank}"
+        model.dropout.draw_bits_from(derive_seed(recipe.seed, stream))
+    elif shard.size > 1:  # torch's own dropout: its generator, offset by the rank
+        torch.manual_seed(derive_seed(recipe.seed, f"dropout rank {shard.rank}"))
     optimizer, scheduler = make_optimizer(recipe, model, device)
     batches = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
     strings = TrainingStrings(recipe, batches, derive_seed(recipe.seed, "train_set"))
     losses = torch.full((recipe.steps,), math.nan, device=device)
     grad_norms = torch.full((recipe.steps,), math.nan, device=device)
-    return Run(recipe, device, model, optimizer, scheduler, strings, losses, grad_norms)
+    return Run(recipe, device, model, optimizer, scheduler, strings, losses, grad_norms, 0, shard)
 
 
 def train(
@@ -184,18 +211,36 @@ def train(
     checkpoint_dir: str | Path | None = None,
     threads: int | None = None,
     on_step: Callable[[int], None] | None = None,
+    ranks: int = 1,
 ) -> Trained:
-    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one."""
+    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one;
+    over `ranks` data-parallel ranks (training.parallel), each one thread."""
     if threads:
         torch.set_num_threads(threads)
+    if ranks > 1:
+        from tcrformer.training.parallel import train_parallel
+
+        return train_parallel(recipe, ranks, checkpoint_dir, on_step)
     device = resolve_device(recipe.device, f"{recipe.config_path}.device")
-    run = new_run(recipe, device)
+    return train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
+
+
+def train_rank(
+    recipe: Recipe,
+    shard: Shard,
+    device: torch.device,
+    checkpoint_dir: str | Path | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> Trained:
+    """The loop on one rank (all of it with one rank)."""
+    run = new_run(recipe, device, shard)
     ckpt = checkpoint_path(checkpoint_dir, recipe) if checkpoint_dir else None
     if ckpt is not None and ckpt.exists():
         load_checkpoint(ckpt, run)
-        LOG.info("resumed from %s at step %d", ckpt, run.step)
+        if shard.leads:
+            LOG.info("resumed from %s at step %d", ckpt, run.step)
     resumed_from = run.step
-    step_fn = make_step(recipe, run.model, run.optimizer, run.scheduler, device)
+    step_fn = make_step(recipe, run.model, run.optimizer, run.scheduler, device, shard)
     progress = Progress(recipe.steps, run.step)
     first_step_s = None
     for step in range(run.step + 1, recipe.steps + 1):
@@ -205,11 +250,11 @@ def train(
         run.step = step
         if first_step_s is None:
             first_step_s = progress.elapsed()  # includes compilation when compile is on
-        if step % recipe.log_every == 0 or step == recipe.steps:
+        if shard.leads and (step % recipe.log_every == 0 or step == recipe.steps):
             progress.log(step, run.losses[step - 1].item(), lr)
         if ckpt is not None and step % recipe.checkpoint_every == 0 and step < recipe.steps:
-            save_checkpoint(ckpt, run)
-        if on_step is not None:
+            save_checkpoint(ckpt, run)  # every rank calls it; the first rank writes
+        if on_step is not None and shard.leads:
             on_step(step)
     seconds = progress.elapsed()
     timing = {
@@ -222,9 +267,14 @@ def train(
         "compile": recipe.compile,
         "precision": recipe.precision,
         "threads": torch.get_num_threads(),
+        "ranks": shard.size,
         "torch": torch.__version__,
     }
     return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu())
+
+
+def _cpu(value):
+    return value.cpu() if isinstance(value, Tensor) else value
 
 
 def _to(batch: Tensor, device: torch.device) -> Tensor:

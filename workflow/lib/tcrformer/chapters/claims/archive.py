@@ -1,7 +1,9 @@
 """Carry a claims run's finished jobs across machines: a long run may span sessions.
 
-    python -m tcrformer.chapters.claims.archive save    --run paper --to results/archive/claims_v2.tar.gz
-    python -m tcrformer.chapters.claims.archive restore --from results/archive/claims_v2.tar.gz
+    python -m tcrformer.chapters.claims.archive save --run paper --to ARCHIVE
+    python -m tcrformer.chapters.claims.archive restore --from ARCHIVE
+
+(ARCHIVE: results/archive/claims_v2.tar.gz for the v2 run)
 
 `save` packs what the finished jobs wrote (every arm and seed whose evaluation is done: its
 metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'

@@ -156,8 +156,8 @@ def enlarged_placement(golden_file: str | Path) -> pd.DataFrame:
     from tcrformer.chapters.ensemble import distributions
 
     folder = Path(golden_file).parent
-    both = pd.concat([pd.read_csv(folder / name) for name in
-                      ("ensemble_seeds.csv", "ensemble_holdout.csv")], ignore_index=True)  # fmt: skip
+    names = ("ensemble_seeds.csv", "ensemble_holdout.csv")
+    both = pd.concat([pd.read_csv(folder / name) for name in names], ignore_index=True)
     entries, _ = golden.load_golden(golden_file)
     published = {e.key: e.value for e in entries if e.chapter == "reversal"}
     cdr3 = _published_cdr3(entries, "reversal")[::-1]

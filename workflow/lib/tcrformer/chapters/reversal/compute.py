@@ -18,9 +18,12 @@ from tcrformer.training.model import load_model, save_model
 from tcrformer.training.recipe import Recipe
 
 
-def train_reversal(recipe: Recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
-    """Train `recipe`; a run killed before the end resumes from its last checkpoint."""
-    trained = train(recipe, checkpoint_dir=checkpoints)
+def train_reversal(
+    recipe: Recipe, checkpoints: str | Path, numerics: dict, ranks: int = 1
+) -> dict[str, Any]:
+    """Train `recipe` over `ranks` data-parallel ranks; a run killed before the end resumes
+    from its last checkpoint."""
+    trained = train(recipe, checkpoint_dir=checkpoints, ranks=ranks)
     discard_checkpoints(checkpoints, recipe)
     return {
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),

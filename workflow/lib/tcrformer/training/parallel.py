@@ -1,0 +1,171 @@
+"""Data-parallel training over R ranks, through torch.distributed (gloo on the CPU, NCCL on
+CUDA): one training run on every core, with bits that depend on R and on nothing else.
+
+Every rank builds the same model from the same seed and draws the same full batch from the
+same generator, then keeps its share of the strings: rank r the rows r, r + R, r + 2R, ...
+Its loss is the mean over its own target tokens times its share of the batch's target
+tokens, N_r / N, so the ranks' losses sum to the full batch's mean loss and the gradients,
+summed over the ranks (all_reduce), are the full batch's gradient. Every rank then clips and
+steps on that same gradient, so the weights stay identical on every rank. Dropout draws from
+a stream of each rank's own, seeded from the run's seed and the rank. One rank is the
+unsharded loop, bit for bit.
+
+The calling process is rank 0; ranks 1..R-1 are fresh Python processes
+(`python -m tcrformer.training.parallel`, never a copy of the caller's own script) that
+inherit its environment, so the portable pins (core.numerics) hold in each, and each runs
+the same number of threads. They meet through a file store in a temporary folder (no port to
+pick); gloo's own traffic stays on the loopback interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from tcrformer.training.data import PAD
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's place among the ranks (SOLO: one rank, nothing is shared)."""
+
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def leads(self) -> bool:
+        return self.rank == 0
+
+    def rows(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """This rank's strings of the full batch, and its share of the target tokens."""
+        mine = slice(self.rank, None, self.size)
+        tokens = (tgt[:, 1:] != PAD).sum()
+        return src[mine], tgt[mine], (tgt[mine, 1:] != PAD).sum() / tokens
+
+    def sum_gradients(self, params: list[nn.Parameter]) -> None:
+        """The gradients summed over the ranks, in place (one flat all_reduce)."""
+        grads = [p.grad for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def sum(self, value: Tensor) -> Tensor:
+        total = value.clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order, on every rank."""
+        found: list[Any] = [None] * self.size
+        dist.all_gather_object(found, obj)
+        return found
+
+
+SOLO = Shard()
+
+
+def backend(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def join(shard: Shard, store: Path, device: torch.device) -> None:
+    dist.init_process_group(
+        backend(device),
+        store=dist.FileStore(str(store), shard.size),
+        rank=shard.rank,
+        world_size=shard.size,
+    )
+
+
+def _worker(rank: int, ranks: int, recipe, store: str, checkpoint_dir, threads: int) -> None:
+    """Ranks 1..R-1: the same loop, in a process of their own."""
+    from tcrformer.training.loop import train_rank
+    from tcrformer.training.recipe import resolve_device
+
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    shard = Shard(rank, ranks)
+    device = _device_of(resolve_device(recipe.device), shard)
+    join(shard, Path(store), device)
+    try:
+        train_rank(recipe, shard, device, checkpoint_dir)
+    finally:
+        dist.destroy_process_group()
+
+
+def _device_of(device: torch.device, shard: Shard) -> torch.device:
+    return torch.device("cuda", shard.rank) if device.type == "cuda" else device
+
+
+def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None):
+    """Train `recipe` over `ranks` ranks; returns rank 0's Trained (the model every rank
+    holds, the full batches' losses)."""
+    from tcrformer.training.loop import train_rank
+    from tcrformer.training.recipe import resolve_device
+
+    threads = torch.get_num_threads()
+    with tempfile.TemporaryDirectory(prefix="tcrformer-ranks-") as folder:
+        store, recipe_file = Path(folder) / "store", Path(folder) / "recipe.json"
+        recipe_file.write_text(json.dumps(recipe.params()), encoding="utf-8")
+        command = [sys.executable, "-m", "tcrformer.training.parallel", "--ranks", str(ranks),
+                   "--recipe", str(recipe_file), "--store", str(store),
+                   "--threads", str(threads)]  # fmt: skip
+        if checkpoint_dir is not None:
+            command += ["--checkpoints", str(checkpoint_dir)]
+        lib = str(Path(__file__).resolve().parents[2])  # this tcrformer, ahead of any other
+        path = os.pathsep.join([lib, *filter(None, [os.environ.get("PYTHONPATH")])])
+        env = {**os.environ, "PYTHONPATH": path}
+        workers = [subprocess.Popen([*command, "--rank", str(r)], env=env)
+                   for r in range(1, ranks)]  # fmt: skip
+        shard = Shard(0, ranks)
+        device = _device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
+        try:
+            join(shard, store, device)
+            trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            for worker in workers:
+                try:
+                    worker.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+        failed = [w.returncode for w in workers if w.returncode != 0]
+        if failed:
+            raise RuntimeError(f"a training rank exited with {failed} (pid {os.getpid()})")
+    trained.timing["ranks"] = ranks
+    return trained
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A rank 1..R-1 of train_parallel (its arguments come from there)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    for name in ("rank", "ranks", "threads"):
+        parser.add_argument(f"--{name}", type=int, required=True)
+    for name in ("recipe", "store"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--checkpoints", default=None)
+    args = parser.parse_args(argv)
+    from tcrformer.training.recipe import Recipe
+
+    recipe = Recipe(**json.loads(Path(args.recipe).read_text(encoding="utf-8")))
+    _worker(args.rank, args.ranks, recipe, args.store, args.checkpoints, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
