@@ -225,3 +225,18 @@ def test_the_cases_the_snakemake_tests_sample_are_refused_in_process(override, k
     assert message.startswith(f"config error: {key} = ") and "\n" not in message
     if "nonexistent" in str(override):
         assert "/nonexistent/" in message  # the line names the path
+
+
+@pytest.mark.parametrize("start", ["empty", "default"])
+def test_the_defaults_filled_in_are_snakemakes(start):
+    """tcrformer.core.config.fill_defaults does what snakemake.utils.validate(set_default=
+    True) does, without reading the schema file a second time."""
+    from snakemake.utils import validate as snakemake_validate
+
+    from tcrformer.core.config import fill_defaults
+
+    config = {} if start == "empty" else default_config()
+    ours, theirs = copy.deepcopy(config), copy.deepcopy(config)
+    fill_defaults(ours, SCHEMA)
+    snakemake_validate(theirs, str(SCHEMA_PATH), set_default=True)
+    assert ours == theirs and ours["reversal"]["steps"] == 3000

@@ -14,7 +14,6 @@ from tcrformer import share_library  # noqa: E402
 
 share_library(_LIB_DIR)
 
-from tcrformer.chapters import module as chapter_module
 from tcrformer.figures import CATEGORIES
 from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.core.config import ConfigError, sections
@@ -24,15 +23,16 @@ SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 
 
 def _validate_config(config):
-    """Validate before any rule runs; a bad value is one line naming the key, exit 1."""
+    """Validate before any rule runs; a bad value is one line naming the key, exit 1.
+    Returns every chapter's typed settings."""
     try:
-        validate_config(config, SCHEMA)
+        return validate_config(config, SCHEMA)
     except ConfigError as err:
         sys.stderr.write(f"{err}\n")
         sys.exit(1)
 
 
-_validate_config(config)
+SETTINGS = _validate_config(config)
 
 RUN = config["run"]
 RESULTS = f"results/{RUN}"
@@ -52,8 +52,8 @@ TRAINING_THREADS = TORCH_THREADS * NUMERICS["ranks"]
 
 
 def settings(chapter):
-    """A chapter's typed settings (already checked by _validate_config)."""
-    return chapter_module(chapter, "settings").Settings.from_config(config)
+    """A chapter's typed settings, made and checked once by _validate_config."""
+    return SETTINGS[chapter]
 
 
 import tcrformer

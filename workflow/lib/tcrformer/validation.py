@@ -1,7 +1,8 @@
 """The config check the workflow runs before any rule, as one function the tests call too.
 
     validate(config, schema_path)   raises ConfigError (one line naming the key), or fills in
-                                    the schema's defaults and returns
+                                    the schema's defaults and returns every chapter's typed
+                                    settings, {chapter: Settings}, made once
 
 The schema first (with command-line strings turned into the numbers they stand for), then
 every chapter's own checks (its `Settings.from_config`) and the figures'. It lives outside
@@ -12,18 +13,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tcrformer.chapters import settings_of
-from tcrformer.core.config import coerce_cli_strings, first_schema_error, load_schema, run_checks
+from tcrformer.chapters import PACKAGES, settings_of
+from tcrformer.core.config import (
+    coerce_cli_strings,
+    fill_defaults,
+    first_schema_error,
+    load_schema,
+    run_checks,
+)
 from tcrformer.figures import check_figures
 
 
-def validate(config: dict, schema_path: str | Path) -> None:
-    from snakemake.utils import validate as fill_defaults
-
+def validate(config: dict, schema_path: str | Path) -> dict:
     schema = load_schema(schema_path)
     coerce_cli_strings(config, schema)
     error = first_schema_error(config, schema)
     if error is not None:
         raise error
-    fill_defaults(config, str(schema_path), set_default=True)
-    run_checks(config, [*(s.from_config for s in settings_of()), check_figures])
+    fill_defaults(config, schema)
+    made = {}
+
+    def chapter_check(chapter: str, settings: type):
+        return lambda checked: made.__setitem__(chapter, settings.from_config(checked))
+
+    checks = [chapter_check(c, s) for c, s in zip(PACKAGES, settings_of(), strict=True)]
+    run_checks(config, [*checks, check_figures])
+    return made

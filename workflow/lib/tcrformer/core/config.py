@@ -50,8 +50,27 @@ def _parsed_schema(path: Path) -> dict:
 
 
 def load_schema(path: str | Path) -> dict:
-    """The schema at `path`, parsed once per process (a copy: callers may change it)."""
-    return copy.deepcopy(_parsed_schema(Path(path).resolve()))
+    """The schema at `path`, parsed once per process: one shared object, read only."""
+    return _parsed_schema(Path(path).resolve())
+
+
+def _validator(schema: Mapping, section: str | None = None):
+    """A jsonschema validator of the schema, or of one of its sections, made once."""
+    key = (id(schema), section)
+    cached = _VALIDATORS.get(key)
+    if cached is None or cached[0] is not schema:  # the id of a schema since freed: rebuild
+        import jsonschema
+
+        node = (
+            schema
+            if section is None
+            else {**schema["properties"][section], "$defs": schema.get("$defs", {})}
+        )
+        cached = _VALIDATORS[key] = (schema, jsonschema.validators.validator_for(node)(node))
+    return cached[1]
+
+
+_VALIDATORS: dict = {}
 
 
 def _resolve(node: Mapping, schema: Mapping) -> Mapping:
@@ -102,12 +121,34 @@ def coerce_cli_strings(config: dict, schema: Mapping) -> dict:
     return walk(config, schema)
 
 
-def first_schema_error(config: Mapping, schema: Mapping) -> ConfigError | None:
-    """The first schema violation in `config` as a ConfigError, or None if it is valid."""
+def fill_defaults(config: dict, schema: Mapping) -> dict:
+    """The schema's defaults for every key the config leaves out, in place (what
+    snakemake.utils.validate(..., set_default=True) does, on the schema already parsed:
+    Snakemake's own reads the file again through its template engine, half a second)."""
+
+    def walk(value: Any, node: Mapping) -> None:
+        node = _resolve(node, schema)
+        if not isinstance(value, dict):
+            return
+        for key, child in node.get("properties", {}).items():
+            child = _resolve(child, schema)
+            if key not in value and "default" in child:
+                value[key] = copy.deepcopy(child["default"])
+            if key in value:
+                walk(value[key], child)
+
+    walk(config, schema)
+    return config
+
+
+def first_schema_error(
+    config: Mapping, schema: Mapping, section: str | None = None
+) -> ConfigError | None:
+    """The first schema violation in `config` as a ConfigError, or None if it is valid.
+    With `section`, `config` is that section alone, checked against its part of the schema."""
     import jsonschema
 
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator = validator_cls(schema)
+    validator = _validator(schema, section)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.path))
     if not errors:
         return None
@@ -115,7 +156,7 @@ def first_schema_error(config: Mapping, schema: Mapping) -> ConfigError | None:
     # Descend into oneOf/anyOf to the most specific cause.
     while error.context:
         error = jsonschema.exceptions.best_match(error.context)
-    path = list(error.absolute_path)
+    path = ([section] if section else []) + list(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
@@ -189,7 +230,7 @@ def sections(config: Mapping, *names: str) -> dict[str, Any]:
 def section_error(section: str, values: Mapping, named_as: str) -> ConfigError | None:
     """The first schema error of `values` read as the config section `section`, named
     under `named_as` instead (a claims arm's reversal keys, say), or None."""
-    error = first_schema_error({section: dict(values)}, load_schema(SCHEMA_PATH))
+    error = first_schema_error(dict(values), load_schema(SCHEMA_PATH), section)
     if error is None:
         return None
     key = error.key.replace(section, named_as, 1)
