@@ -374,8 +374,8 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
     (half / "history.csv").write_text("training, not yet evaluated")
     (old / "results/paper/claims/registration.json").write_text("{}")
     packed = tmp_path / "claims.tar.gz"
-    assert archive.save("paper", packed, root=old) == 1
-    assert archive.restore(packed, root=new) == 1
+    assert archive.save_finished("paper", packed, root=old) == 1
+    assert archive.restore_finished(packed, root=new) == 1
     restored = new / "results/paper/claims/arms/baseline/seed0/metrics.json"
     assert restored.read_text() == "metrics.json" and restored.stat().st_mtime == 1_000_000
     assert not (new / "results/paper/claims/arms/baseline/seed1").exists()
@@ -383,4 +383,4 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
     with tarfile.open(evil, "w:gz") as tar:
         tar.add(packed, arcname="../outside.txt")
     with pytest.raises(ValueError, match="outside results"):
-        archive.restore(evil, root=new)
+        archive.restore_finished(evil, root=new)

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from tcrformer.core.io import ResultFileError
-from tcrformer.training import parallel
 from tcrformer.training.checkpoints import checkpoint_path
 from tcrformer.training.loop import train
+from tcrformer.training.parallel import train_on
 from tcrformer.training.recipe import recipe_from_config, with_overrides
+from tcrformer.training.shard import Shard
 
 from conftest import default_config
 
@@ -29,7 +30,7 @@ def test_two_ranks_take_the_full_batchs_gradient():
     projections' biases: softmax ignores a constant added to every score of a row, so their
     true gradient is 0 and Adam turns the rounding noise they get into steps of full size."""
     recipe = tiny(dropout=0.0)
-    one, two = train(recipe), train(recipe, ranks=2)
+    one, two = train(recipe), train_on(recipe, 2)
     assert torch.allclose(one.losses, two.losses, rtol=1e-5, atol=1e-6)
     for name, a in one.model.state_dict().items():
         if not name.endswith("w_k.bias"):
@@ -40,7 +41,7 @@ def test_two_ranks_take_the_full_batchs_gradient():
 def test_each_rank_draws_its_own_dropout():
     """With dropout the two ranks' masks differ from one rank's stream: other losses."""
     recipe = tiny(dropout=0.3)
-    assert not torch.equal(train(recipe).losses, train(recipe, ranks=2).losses)
+    assert not torch.equal(train(recipe).losses, train_on(recipe, 2).losses)
 
 
 def test_the_rows_and_the_shares_sum_to_the_batch():
@@ -48,7 +49,7 @@ def test_the_rows_and_the_shares_sum_to_the_batch():
     tgt = torch.tensor([[1, 4, 3, 2, 0], [1, 5, 2, 0, 0], [1, 8, 7, 6, 2]])
     shares = []
     for rank in range(2):
-        mine_src, _, share = parallel.Shard(rank, 2).rows(src, tgt)
+        mine_src, _, share = Shard(rank, 2).rows(src, tgt)
         assert mine_src.tolist() == src[rank::2].tolist()
         shares.append(float(share))
     assert sum(shares) == pytest.approx(1.0) and shares[0] == pytest.approx(7 / 9)  # 3 + 4 of 9
@@ -58,9 +59,9 @@ def test_a_killed_two_rank_run_resumes_to_the_same_weights(tmp_path):
     """Stopped at its checkpoint (step 3) and restarted, a two-rank run ends where an
     uninterrupted one does, bit for bit: every rank's dropout stream is in the checkpoint."""
     recipe = tiny(dropout=0.2)
-    whole = train(recipe, ranks=2)
+    whole = train_on(recipe, 2)
     half = with_overrides(recipe, steps=3)
-    train(half, checkpoint_dir=tmp_path, ranks=2)  # leaves no checkpoint: it finished
+    train_on(half, 2, checkpoint_dir=tmp_path)  # leaves no checkpoint: it finished
     assert not checkpoint_path(tmp_path, recipe).exists()
 
     class Stop(Exception):
@@ -71,9 +72,9 @@ def test_a_killed_two_rank_run_resumes_to_the_same_weights(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        train(recipe, checkpoint_dir=tmp_path, ranks=2, on_step=stop_after_the_checkpoint)
+        train_on(recipe, 2, checkpoint_dir=tmp_path, on_step=stop_after_the_checkpoint)
     assert checkpoint_path(tmp_path, recipe).exists()
-    resumed = train(recipe, checkpoint_dir=tmp_path, ranks=2)
+    resumed = train_on(recipe, 2, checkpoint_dir=tmp_path)
     assert resumed.timing["resumed_from_step"] == 3
     assert torch.equal(resumed.losses, whole.losses)
     for name, value in whole.model.state_dict().items():
@@ -90,4 +91,4 @@ def test_a_checkpoint_of_another_rank_count_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="stop"):
         train(recipe, checkpoint_dir=tmp_path, on_step=stop)  # one rank, checkpoint at 3
     with pytest.raises(ResultFileError, match="checkpoint of 1 ranks, resumed with 2"):
-        train(recipe, checkpoint_dir=tmp_path, ranks=2)
+        train_on(recipe, 2, checkpoint_dir=tmp_path)

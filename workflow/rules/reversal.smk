@@ -109,3 +109,18 @@ rule bench_numerics:
     threads: 2
     script:
         "../../bench/bench_numerics.py"
+
+
+rule bench_ranks:
+    """Benchmark (not part of `all`): data-parallel ranks, native numerics and the study
+    notes' training, alternating, one run."""
+    output:
+        csv=result("bench", "ranks.csv"),
+        md=result("bench", "ranks.md"),
+    log:
+        log_for("bench_ranks"),
+    conda:
+        "../../envs/torch.yaml"
+    threads: 2
+    script:
+        "../../bench/bench_ranks.py"

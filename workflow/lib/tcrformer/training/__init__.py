@@ -7,6 +7,8 @@ that trains (reversal, ensemble, claims) and the benches.
     schedule.py     the learning rate (Noam, linear) and the label-smoothing loss floor
     loop.py         one training step and the loop: seeded, logged, resumable
     checkpoints.py  what a killed run resumes from
+    shard.py        a rank's share of a batch, and the sums over the ranks
+    parallel.py     data-parallel training over several ranks (torch.distributed)
     measures.py     what is measured on a trained model, each measure defined once
     fingerprint.py  the exact bits of a short run: the numerics check across machines
 

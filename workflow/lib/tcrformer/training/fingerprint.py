@@ -30,15 +30,15 @@ def fingerprint(
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
     numerics.configure_torch(pinned, threads=None)
-    from tcrformer.training.loop import train
     from tcrformer.training.model import save_model
+    from tcrformer.training.parallel import train_on
     from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     changes: dict[str, Any] = {"steps": steps, "device": "cpu", "log_every": steps}
     if seed is not None:
         changes["seed"] = seed
     recipe = with_overrides(recipe_from_config(config["reversal"]), **changes)
-    trained = train(recipe, ranks=ranks)
+    trained = train_on(recipe, ranks)
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "model.safetensors"
         save_model(weights, trained.model, recipe.architecture())

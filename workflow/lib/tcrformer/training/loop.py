@@ -34,9 +34,9 @@ from tcrformer.training.checkpoints import (
 )
 from tcrformer.training.data import PAD, TrainingStrings
 from tcrformer.training.model import build_model
-from tcrformer.training.parallel import SOLO, Shard
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
+from tcrformer.training.shard import SOLO, Shard
 
 LOG = logging.getLogger("tcrformer.reversal")
 
@@ -211,16 +211,11 @@ def train(
     checkpoint_dir: str | Path | None = None,
     threads: int | None = None,
     on_step: Callable[[int], None] | None = None,
-    ranks: int = 1,
 ) -> Trained:
-    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one;
-    over `ranks` data-parallel ranks (training.parallel), each one thread."""
+    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one
+    (one rank; training.parallel.train_on trains over several)."""
     if threads:
         torch.set_num_threads(threads)
-    if ranks > 1:
-        from tcrformer.training.parallel import train_parallel
-
-        return train_parallel(recipe, ranks, checkpoint_dir, on_step)
     device = resolve_device(recipe.device, f"{recipe.config_path}.device")
     return train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
 

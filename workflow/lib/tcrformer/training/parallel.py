@@ -25,57 +25,12 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
 
-from tcrformer.training.data import PAD
-
-
-@dataclass(frozen=True)
-class Shard:
-    """This process's place among the ranks (SOLO: one rank, nothing is shared)."""
-
-    rank: int = 0
-    size: int = 1
-
-    @property
-    def leads(self) -> bool:
-        return self.rank == 0
-
-    def rows(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """This rank's strings of the full batch, and its share of the target tokens."""
-        mine = slice(self.rank, None, self.size)
-        tokens = (tgt[:, 1:] != PAD).sum()
-        return src[mine], tgt[mine], (tgt[mine, 1:] != PAD).sum() / tokens
-
-    def sum_gradients(self, params: list[nn.Parameter]) -> None:
-        """The gradients summed over the ranks, in place (one flat all_reduce)."""
-        grads = [p.grad for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
-
-    def sum(self, value: Tensor) -> Tensor:
-        total = value.clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
-
-    def gather(self, obj: Any) -> list[Any]:
-        """Every rank's `obj`, in rank order, on every rank."""
-        found: list[Any] = [None] * self.size
-        dist.all_gather_object(found, obj)
-        return found
-
-
-SOLO = Shard()
+from tcrformer.training.shard import Shard
 
 
 def backend(device: torch.device) -> str:
@@ -109,6 +64,15 @@ def _worker(rank: int, ranks: int, recipe, store: str, checkpoint_dir, threads: 
 
 def _device_of(device: torch.device, shard: Shard) -> torch.device:
     return torch.device("cuda", shard.rank) if device.type == "cuda" else device
+
+
+def train_on(recipe, ranks: int = 1, checkpoint_dir=None, on_step=None):
+    """Train `recipe` on `ranks` ranks: training.loop.train for one, else train_parallel."""
+    from tcrformer.training.loop import train
+
+    if ranks == 1:
+        return train(recipe, checkpoint_dir=checkpoint_dir, on_step=on_step)
+    return train_parallel(recipe, ranks, checkpoint_dir, on_step)
 
 
 def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None):

@@ -33,7 +33,7 @@ def finished(results: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def save(run: str, archive: Path, root: Path = Path(".")) -> int:
+def save_finished(run: str, archive: Path, root: Path = Path(".")) -> int:
     files = finished(root / "results" / run)
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_suffix(".partial")
@@ -44,7 +44,7 @@ def save(run: str, archive: Path, root: Path = Path(".")) -> int:
     return sum(1 for f in files if f.name == "metrics.json")
 
 
-def restore(archive: Path, root: Path = Path(".")) -> int:
+def restore_finished(archive: Path, root: Path = Path(".")) -> int:
     with tarfile.open(archive, "r:gz") as tar:
         members = [m for m in tar.getmembers() if m.isfile()]
         if any(not m.name.startswith("results/") or ".." in m.name for m in members):
@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     restoring.add_argument("--from", dest="source", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "save":
-        print(f"{save(args.run, args.to)} finished jobs saved to {args.to}")
+        print(f"{save_finished(args.run, args.to)} finished jobs saved to {args.to}")
     else:
-        print(f"{restore(args.source)} finished jobs restored from {args.source}")
+        print(f"{restore_finished(args.source)} finished jobs restored from {args.source}")
     return 0
 
 

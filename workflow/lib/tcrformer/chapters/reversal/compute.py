@@ -13,8 +13,8 @@ from tcrformer.chapters.reversal import figure_data
 from tcrformer.chapters.reversal.evaluate import evaluate_recipe
 from tcrformer.chapters.reversal.values import losses_frame, read_losses, recipe_values
 from tcrformer.training.checkpoints import discard_checkpoints
-from tcrformer.training.loop import train
 from tcrformer.training.model import load_model, save_model
+from tcrformer.training.parallel import train_on
 from tcrformer.training.recipe import Recipe
 
 
@@ -23,7 +23,7 @@ def train_reversal(
 ) -> dict[str, Any]:
     """Train `recipe` over `ranks` data-parallel ranks; a run killed before the end resumes
     from its last checkpoint."""
-    trained = train(recipe, checkpoint_dir=checkpoints, ranks=ranks)
+    trained = train_on(recipe, ranks, checkpoint_dir=checkpoints)
     discard_checkpoints(checkpoints, recipe)
     return {
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),
