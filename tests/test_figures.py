@@ -38,6 +38,7 @@ MODEL_MODULES = (
     "tcrformer.training.model",
     "tcrformer.training.measures",
     "tcrformer.training.data",
+    "tcrformer.training.evaluate",
 )
 CHAPTER_PARTS_FOR_FIGURES = ("settings", "figure_data")
 FAST_FIGURES = {
@@ -110,11 +111,12 @@ def test_importing_the_plotting_package_loads_no_model_code():
 def test_the_import_check_sees_relative_and_model_imports(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from tcrformer.chapters.reversal import evaluate\nimport torch.nn\nfrom . import style\n"
+        "from tcrformer.chapters.reversal import compute\nimport torch.nn\nfrom . import style\n"
     )
     names = imported_modules(probe)
-    assert {"tcrformer.chapters.reversal.evaluate", "torch.nn", "tcrformer.plotting.style"} <= names
-    assert is_model_module("tcrformer.chapters.reversal.evaluate")
+    assert {"tcrformer.chapters.reversal.compute", "torch.nn", "tcrformer.plotting.style"} <= names
+    assert is_model_module("tcrformer.chapters.reversal.compute")
+    assert is_model_module("tcrformer.training.evaluate")
     assert is_model_module("tcrformer.training.loop")
     assert not is_model_module("tcrformer.chapters.toy.figure_data")
     assert not is_model_module("tcrformer.core.io")

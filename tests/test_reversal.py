@@ -16,16 +16,16 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from tcrformer.chapters.reversal.evaluate import evaluate
-from tcrformer.chapters.reversal.values import losses_frame, recipe_values
 from tcrformer.core.config import ConfigError
 from tcrformer.core.io import ResultFileError
 from tcrformer.training import data, measures
 from tcrformer.training.checkpoints import CHECKPOINT_FORMAT, checkpoint_path
+from tcrformer.training.evaluate import evaluate
 from tcrformer.training.loop import train
 from tcrformer.training.model import build_model, load_model, save_model, state_dicts_equal
 from tcrformer.training.recipe import recipe_from_config, resolve_device, with_overrides
 from tcrformer.training.schedule import LinearSchedule, NoamSchedule, label_smoothing_floor
+from tcrformer.training.values import losses_frame, recipe_values
 
 from conftest import ROOT, snakemake, write_config
 

@@ -10,8 +10,10 @@ that trains (reversal, ensemble, claims) and the benches.
     shard.py        a rank's share of a batch, and the sums over the ranks
     parallel.py     data-parallel training over several ranks (torch.distributed)
     measures.py     what is measured on a trained model, each measure defined once
+    evaluate.py     a trained model's test: held-out strings, the CDR3, its cross-attention
+    values.py       a recipe's values: losses at the report steps and the evaluation
     fingerprint.py  the exact bits of a short run: the numerics check across machines
 
-torch is imported by data, model, loop, checkpoints and measures: rule scripts import them
+torch is imported by data, model, loop, checkpoints, measures and evaluate: rule scripts import them
 after pinning the numerics (core.runner).
 """

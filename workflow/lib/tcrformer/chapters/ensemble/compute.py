@@ -24,7 +24,7 @@ from tcrformer.core.numerics import one_line
 
 def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
     """The chapter's values for one seed, plus whether its CDR3 came back reversed."""
-    from tcrformer.chapters.reversal.values import recipe_values
+    from tcrformer.training.values import recipe_values
 
     values = recipe_values(recipe, losses, evaluation)
     values[f"{recipe.name}.cdr3_correct"] = int(
@@ -36,10 +36,10 @@ def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
 def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
     """One group: the recipe once per seed (`recipes` differ in their seed alone)."""
     from tcrformer.chapters.ensemble.batched import train_batched
-    from tcrformer.chapters.reversal.values import losses_frame
     from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_models
+    from tcrformer.training.values import losses_frame
 
     seeds = [recipe.seed for recipe in recipes]
     if len(seeds) == 1:
@@ -59,7 +59,7 @@ def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -
 
 def evaluate_ensemble(recipe, models: str, losses: str) -> dict[str, Any]:
     """One seed (the recipe's), evaluated exactly as the single run is."""
-    from tcrformer.chapters.reversal.evaluate import evaluate_recipe
+    from tcrformer.training.evaluate import evaluate_recipe
     from tcrformer.training.model import load_seed_model
 
     seed = recipe.seed

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from tcrformer.chapters.reversal import figure_data
-from tcrformer.chapters.reversal.evaluate import evaluate_recipe
-from tcrformer.chapters.reversal.values import losses_frame, read_losses, recipe_values
 from tcrformer.training.checkpoints import discard_checkpoints
+from tcrformer.training.evaluate import evaluate_recipe
 from tcrformer.training.model import load_model, save_model
 from tcrformer.training.parallel import train_on
 from tcrformer.training.recipe import Recipe
+from tcrformer.training.values import losses_frame, read_losses, recipe_values
 
 
 def train_reversal(

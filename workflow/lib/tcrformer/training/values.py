@@ -1,4 +1,5 @@
-"""The chapter's values.json: training losses at the report steps, and the evaluation.
+"""A recipe's values: training losses at the report steps, and the evaluation; the reversal
+chapter's values.json and each ensemble seed's row.
 
 Keys are `<recipe>.<name>`: `reversal.*` for the chapter's (the paper's) recipe, `speedrun.*`
 for the speedrun target. Wall-clock times are not values; they go to training_time.json.
@@ -11,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.reversal.evaluate import Evaluation
 from tcrformer.core.io import ResultFileError, read_csv
+from tcrformer.training.evaluate import Evaluation
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.schedule import label_smoothing_floor
 

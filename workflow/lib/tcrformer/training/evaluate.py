@@ -1,5 +1,6 @@
-"""The chapter's test of a trained model: held-out strings, the CDR3, and where its
-cross-attention looks while it writes the CDR3 (the measures are training.measures').
+"""The test of a trained model, the same for the single run, each ensemble seed and each
+claims arm: held-out strings, the CDR3, and where its cross-attention looks while it
+writes the CDR3 (the measures are training.measures').
 
 The anti-diagonal is read from the cross-attention of one decoder layer while the model
 writes the CDR3 (teacher-forced on its own greedy output), averaged over the heads; the
