@@ -5,11 +5,15 @@ logic gives on the recorded runs."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
+from tcrformer.core import numerics
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import ROOT, default_config
@@ -70,3 +74,65 @@ def test_the_faults_leave_the_library_as_it_was(clean, tmp_path):
 def test_an_unknown_fault_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown fault"):
         tiny_run("gremlins", tmp_path)
+
+
+TRAINING_FAULTS = [f for f in POWER.FAULTS if f != "dropout_at_eval"]
+FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
+SHORT_RUN = """
+import json, sys
+sys.path.insert(0, "bench")
+import yaml
+from tcrformer.core import numerics
+config = yaml.safe_load(open("config/config.yaml"))
+pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
+numerics.configure_torch(pinned, threads=None)
+import golden_power
+from tcrformer.training.fingerprint import short_run
+runs = {}
+for fault in sys.argv[1:]:
+    with golden_power.training_fault(fault):
+        runs[fault] = short_run(config, int(FINGERPRINT_STEPS), pinned)
+print(json.dumps(runs))
+"""
+
+
+@pytest.mark.skipif(not numerics.portable_supported()[0], reason="portable numerics unsupported")
+def test_the_exact_bits_catch_every_training_fault_the_bands_may_miss():
+    """The bands catch what moves a trained value past its spread (power.yaml); the exact
+    bits of a short run (tests/test_numerics.py) catch any change to the training's
+    arithmetic, so every training fault of the harness fails that check too."""
+    code = SHORT_RUN.replace("FINGERPRINT_STEPS", str(FINGERPRINT["steps"]))
+    done = subprocess.run(
+        [sys.executable, "-c", code, POWER.CONTROL, *TRAINING_FAULTS],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    runs = json.loads(done.stdout)
+    assert runs[POWER.CONTROL]["losses_float32_hex"] == FINGERPRINT["losses_float32_hex"]
+    assert runs[POWER.CONTROL]["weights_sha256"] == FINGERPRINT["weights_sha256"]
+    missed = [
+        f for f in TRAINING_FAULTS if runs[f]["weights_sha256"] == FINGERPRINT["weights_sha256"]
+    ]
+    assert not missed, f"the fingerprint misses {missed}"
+
+
+def same_evaluation(a, b) -> bool:
+    return (a.heldout_exact, a.cdr3_output) == (b.heldout_exact, b.cdr3_output) and (
+        np.array_equal(a.cross_attention, b.cross_attention)
+    )
+
+
+def test_evaluation_turns_dropout_off_and_sees_the_fault_the_bands_may_miss():
+    """A model handed over in training mode is evaluated as in eval mode, whatever torch's
+    random state; under `dropout_at_eval` the same check sees the difference."""
+    from tcrformer.training.evaluate import evaluate_recipe
+    from tcrformer.training.loop import train
+
+    recipe = with_overrides(recipe_from_config(default_config()["reversal"]), **TINY)
+    assert recipe.dropout > 0
+    model = train(recipe).model
+    torch.manual_seed(1)
+    first = evaluate_recipe(model.train(), recipe)
+    torch.manual_seed(2)
+    assert same_evaluation(evaluate_recipe(model.train(), recipe), first)
+    with POWER.evaluation_fault("dropout_at_eval", seed=3):
+        assert not same_evaluation(evaluate_recipe(model, recipe), first)

@@ -30,6 +30,14 @@ def fingerprint(
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
     numerics.configure_torch(pinned, threads=None)
+    return short_run(config, steps, pinned, seed, ranks)
+
+
+def short_run(
+    config: dict[str, Any], steps: int, pinned: numerics.Pinned, seed: int | None = None,
+    ranks: int = 1,
+) -> dict[str, Any]:  # fmt: skip
+    """The fingerprint of a process whose numerics are already `pinned`."""
     from tcrformer.training.model import save_model
     from tcrformer.training.parallel import train_on
     from tcrformer.training.recipe import recipe_from_config, with_overrides
