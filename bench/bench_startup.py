@@ -57,6 +57,7 @@ def main(argv=None) -> None:
             ratio_ours, ratio_empty = seconds(ours, args.workdir), seconds(snakemake, empty)
             pairs.append((ratio_ours, ratio_empty))
         scratch = Path(folder) / "wf"
+        scratch.mkdir()
         for part in ("Snakefile", "config", "workflow", "bench", "profiles", "envs"):
             source = args.workdir / part
             (shutil.copytree if source.is_dir() else shutil.copy2)(source, scratch / part)

@@ -156,3 +156,11 @@ def test_cpu_info_reads_the_model_and_the_flags(tmp_path):
     info = numerics.cpu_info(cpuinfo)
     assert info["model"] == "Test CPU 9000"
     assert info["flags"] == ["avx", "avx2", "avx512f", "fma"]
+
+
+def test_the_report_header_names_the_ranks_a_training_ran_on():
+    record = {"mode": "portable", "torch_cpu_capability": "AVX2", "mkl_cbwr": "COMPATIBLE,STRICT",
+              "threads": 1, "cpu": {"model": "AMD EPYC"}}  # fmt: skip
+    assert numerics.one_line(record).endswith("MKL COMPATIBLE,STRICT, 1 thread on AMD EPYC")
+    header = numerics.one_line({**record, "ranks": 2})
+    assert header.endswith("2 ranks of 1 thread on AMD EPYC")

@@ -200,12 +200,16 @@ def describe(pinned: Pinned) -> dict[str, Any]:
 
 
 def one_line(numerics: Mapping[str, Any]) -> str:
-    """'portable: AVX2, MKL COMPATIBLE,STRICT, 1 thread (Intel Xeon ...)', a report header."""
+    """'portable: torch AVX2, MKL COMPATIBLE,STRICT, 2 ranks of 1 thread on AMD EPYC', a
+    report header (a training's record names its ranks)."""
     threads = numerics["threads"]
+    cores = f"{threads} thread{'s' if threads != 1 else ''}"
+    ranks = numerics.get("ranks", 1)  # a training's record has it; other jobs run one rank
+    if ranks != 1:
+        cores = f"{ranks} ranks of {cores}"
     text = (
         f"{numerics['mode']}: torch {numerics['torch_cpu_capability']}, "
-        f"MKL {numerics['mkl_cbwr']}, {threads} thread{'s' if threads != 1 else ''} "
-        f"on {numerics['cpu']['model']}"
+        f"MKL {numerics['mkl_cbwr']}, {cores} on {numerics['cpu']['model']}"
     )
     if numerics.get("reason"):
         text += f" ({numerics['reason']})"

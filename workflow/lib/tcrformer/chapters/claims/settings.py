@@ -89,9 +89,11 @@ class Settings:
         overrides = dict(section.get("overrides") or {})
         arms = {}
         for name, changes in section["arms"].items():
-            reversal = {**config["reversal"], **(changes or {}), **overrides}
-            reversal["eval_n"] = section["eval_n"]
-            error = section_error("reversal", reversal, f"claims.arms.{name}")
+            changed = {**(changes or {}), **overrides, "eval_n": section["eval_n"]}
+            reversal = {**config["reversal"], **changed}
+            # The schema checks each reversal key on its own (no required keys, no key that
+            # depends on another), and the section itself is valid: the changes are enough.
+            error = section_error("reversal", changed, f"claims.arms.{name}")
             if error is not None:
                 raise error
             try:

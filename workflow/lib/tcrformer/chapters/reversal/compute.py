@@ -28,7 +28,7 @@ def train_reversal(
     return {
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
-        "numerics": numerics,
+        "numerics": {**numerics, "ranks": ranks},  # the bits depend on the rank count too
         "timing": {**trained.timing, "recipe": recipe.name, "fingerprint": recipe.fingerprint()},
     }
 
