@@ -93,6 +93,8 @@ def main(argv=None, section: dict | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="also time fast + torch.compile")
     parser.add_argument("--profile", action="store_true", help="profile the fast step")
+    parser.add_argument("--peak-size", type=int, default=2048,
+                        help="side of the square matmuls that measure the peak")  # fmt: skip
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -120,7 +122,7 @@ def main(argv=None, section: dict | None = None) -> None:
     flops = {label: t.flops(batches[0]) for label, t in trainers.items()}
 
     rows = []
-    peak32 = [matmul_peak(torch.float32)]
+    peak32 = [matmul_peak(torch.float32, args.peak_size)]
     for block in range(args.blocks):
         for label, trainer in trainers.items():
             seconds = trainer.run(batches)
@@ -134,8 +136,8 @@ def main(argv=None, section: dict | None = None) -> None:
                 }
             )
             print(f"block {block} {label:>13}: {len(batches) / seconds:6.2f} steps/s", flush=True)
-        peak32.append(matmul_peak(torch.float32))
-    peak16 = matmul_peak(torch.bfloat16)
+        peak32.append(matmul_peak(torch.float32, args.peak_size))
+    peak16 = matmul_peak(torch.bfloat16, args.peak_size)
 
     frame = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)

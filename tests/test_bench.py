@@ -28,7 +28,8 @@ def test_bench_alternates_both_implementations_and_writes_its_summary(tmp_path):
     bench = load_bench()
     section = {**SECTION, "batch_size": 32}  # the paper model, a smaller batch
     argv = ["--out", str(tmp_path), "--steps", "2", "--blocks", "2", "--warmup", "1"]
-    bench.main([*argv, "--threads", "1", "--profile"], section=section)
+    # Small peak matmuls: a 2048-wide bf16 product takes seconds on a CPU without bf16 units.
+    bench.main([*argv, "--threads", "1", "--profile", "--peak-size", "256"], section=section)
     frame = pd.read_csv(tmp_path / "bench.csv")
     assert frame.impl.tolist() == ["reference", "fast"] * 2  # alternating blocks
     assert (frame.steps == 2).all() and (frame.steps_per_s > 0).all()
