@@ -84,15 +84,10 @@ def default_config() -> dict:
     return {**config, **yaml.safe_load((ROOT / "config" / "claims.yaml").read_text())}
 
 
-FIRST = ("test_pipeline_all.py",)  # the suite's one full training: the longest file
-
-
 def pytest_collection_modifyitems(config, items):
-    """The full run first and the SLURM tests last. Under pytest-xdist (--dist loadfile)
-    this order is the order files are handed out: the longest file starts at once, beside
-    the rest on the other worker, instead of last. Once SLURM's client tools are installed,
-    every Snakemake start asks `scontrol` for the cluster's config (the SLURM executor
-    plugin does, at import), which waits ~10 s whenever no controller is running, so
-    test_slurm.py goes last to whichever worker is free first."""
-    items.sort(key=lambda item: (item.get_closest_marker("slurm") is not None,
-                                 item.path.name not in FIRST))  # fmt: skip
+    """Run the SLURM tests last: once SLURM's client tools are installed, every Snakemake
+    start asks `scontrol` for the cluster's config (the SLURM executor plugin does, at
+    import), which waits ~10 s whenever no controller is running. Under pytest-xdist
+    (--dist loadfile) this order is the order files are handed out, so test_slurm.py goes
+    last to whichever worker is free first."""
+    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)
