@@ -4,7 +4,7 @@
 # SLURM and GPU profiles fan the chapter out.
 # tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C6).
 #
-#   results/<run>/claims/arms/<arm>/seed<s>/   weights, history, metrics of one arm and seed
+#   results/<run>/claims/arms/<arm>/seed<s>/   history, metrics of one arm and seed
 #   results/<run>/claims/                      claims.{csv,md}, analytic.json, cost.csv, ...
 
 
@@ -32,15 +32,18 @@ rule claims_register:
         "../scripts/claims_register.py"
 
 
+# One job trains an arm's seed and evaluates it: what a run keeps of it (history, metrics)
+# is written together, so a run stopped between jobs loses no training, and the archive
+# (chapters/claims/archive.py) carries every finished job to the next machine.
 rule train_claim_arm:
     input:
         registration=ancient(rules.claims_register.output.registration),
         sweep=sweep_choice,
     output:
-        model=temp(result("claims", "arms/{arm}/seed{seed}/model.safetensors")),
         history=result("claims", "arms/{arm}/seed{seed}/history.csv"),
         numerics=result("claims", "arms/{arm}/seed{seed}/numerics.json"),
         timing=result("claims", "arms/{arm}/seed{seed}/training_time.json"),
+        metrics=result("claims", "arms/{arm}/seed{seed}/metrics.json"),
     log:
         log_for("train_claim_arm_{arm}_seed{seed}"),
     benchmark:
@@ -53,34 +56,15 @@ rule train_claim_arm:
         mem_mb=2000,
     params:
         recipe=claim_recipe,
+        evaluation=lambda wc: CLAIMS.recipe(wc.arm, int(wc.seed)).params(),
+        extras=claim_extras,
+        beam_width=CLAIMS.beam_width,
         checkpoints=lambda wc: result(
             "claims", f"arms/{wc.arm}/seed{wc.seed}/checkpoints"
         ),
         numerics=NUMERICS,
     script:
         "../scripts/train_claim_arm.py"
-
-
-rule evaluate_claim_arm:
-    input:
-        model=rules.train_claim_arm.output.model,
-        history=rules.train_claim_arm.output.history,
-    output:
-        metrics=result("claims", "arms/{arm}/seed{seed}/metrics.json"),
-    log:
-        log_for("evaluate_claim_arm_{arm}_seed{seed}"),
-    conda:
-        "../../envs/torch.yaml"
-    threads: TORCH_THREADS
-    resources:
-        mem_mb=2000,
-    params:
-        recipe=lambda wc: CLAIMS.recipe(wc.arm, int(wc.seed)).params(),
-        extras=claim_extras,
-        beam_width=CLAIMS.beam_width,
-        numerics=NUMERICS,
-    script:
-        "../scripts/evaluate_claim_arm.py"
 
 
 rule claims_sweep:

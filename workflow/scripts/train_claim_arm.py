@@ -19,7 +19,11 @@ def main(smk):
     log = logging.getLogger("tcrformer")
     log.info("claims arm %s, seed %d: %d steps %s", smk.wildcards.arm, recipe.seed,
              recipe.steps, swept or "")  # fmt: skip
-    write_named(smk.output, train_claim_arm(recipe, smk.params.checkpoints, numerics, swept))
+    evaluation = Recipe(**smk.params.evaluation)
+    params = smk.params
+    results = train_claim_arm(recipe, evaluation, params.checkpoints, numerics, swept,
+                              params.extras, params.beam_width)  # fmt: skip
+    write_named(smk.output, results)
 
 
 run(main, snakemake)

@@ -2,7 +2,7 @@
 written before the run (config/claims.yaml) and a verdict computed by code (target `claims`).
 
     settings.py     the `claims:` section: seeds, arms (the paper's recipe, changed), claims
-    compute.py      the rules: train_claim_arm, evaluate_claim_arm, claims_analytic,
+    compute.py      the rules: train_claim_arm (then evaluate_claim_arm), claims_analytic,
                     claims_cost, claims_rnn_speed, claims_summary
     figure_data.py  what Figs. C1-C6 draw
     analytic.py     the experiments that need no training

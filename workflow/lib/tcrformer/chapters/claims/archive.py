@@ -8,9 +8,9 @@
 `save` packs what the finished jobs wrote (every arm and seed whose evaluation is done: its
 metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'
 benchmark files), with their modification times. `restore` unpacks them into results/ of a
-fresh clone: Snakemake then finds those jobs done (the trained weights are temporary files
-it deleted after evaluating them, and a run without its .snakemake records reruns nothing
-whose outputs are there) and runs only the rest with the same command.
+fresh clone: Snakemake then finds those jobs done (a job keeps no weights: it evaluates
+them and deletes them, and a run without its .snakemake records reruns nothing whose outputs
+are there) and runs only the rest with the same command.
 """
 
 from __future__ import annotations

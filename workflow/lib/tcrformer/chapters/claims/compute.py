@@ -1,9 +1,9 @@
 """Chapter claims' rules, each returning its outputs by name.
 
 claims_register     before any arm trains: every claim's digest (the pre-registration)
-train_claim_arm     one arm, one seed: weights and the history (loss and pre-clip
-                    gradient norm at every step)
-evaluate_claim_arm  that model's metrics, one number per claim metric (training.measures)
+train_claim_arm     one arm, one seed, trained and then evaluated in the same job: the
+                    history (loss and pre-clip gradient norm at every step) and the metrics
+evaluate_claim_arm  a saved model's metrics, one number per claim metric (training.measures)
 claims_sweep        a sweep's choice: the candidate arm with the best validation metric
 claims_analytic     the experiments without training (analytic.py)
 claims_cost         attention's time and memory against the sequence length (a benchmark)
@@ -19,8 +19,10 @@ from __future__ import annotations
 import datetime
 import math
 import statistics
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from tcrformer.chapters.claims import analytic
 from tcrformer.chapters.claims.settings import Settings, Sweep
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import Measurements, judge_all
-from tcrformer.core.io import read_csv
+from tcrformer.core.io import read_csv, write_csv
 
 INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
 
@@ -54,9 +56,17 @@ def claims_register(settings: Settings, claims_file_sha256: str, commit: str) ->
 
 
 def train_claim_arm(
-    recipe, checkpoints, numerics: dict, swept: Mapping[str, Any] | None = None
+    recipe,
+    evaluation,
+    checkpoints,
+    numerics: dict,
+    swept: Mapping[str, Any] | None = None,
+    extras: Sequence[str] = (),
+    beam_width: int = 1,
 ) -> dict[str, Any]:
-    """Train one arm's seed; `swept` sets the keys a sweep chose (claims_sweep)."""
+    """Train one arm's seed (`swept` sets the keys a sweep chose, claims_sweep), then
+    evaluate the weights as saved (`evaluation`: the recipe with its evaluation fields).
+    The weights are not kept: a job leaves only what the summary reads."""
     from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_model, with_gru_size
@@ -72,11 +82,16 @@ def train_claim_arm(
             "grad_norm": trained.grad_norms.double().numpy(),
         }
     )
+    with tempfile.TemporaryDirectory() as saved:  # what evaluate_claim_arm reads
+        model_path, history_path = Path(saved, "model.safetensors"), Path(saved, "history.csv")
+        save_model(model_path, trained.model, recipe.architecture())
+        write_csv(history_path, history)
+        evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras, beam_width)
     return {
-        "model": lambda path: save_model(path, trained.model, recipe.architecture()),
         "history": history,
         "numerics": numerics,
         "timing": {**trained.timing, "trained": recipe.training_params()},
+        **evaluated,
     }
 
 
