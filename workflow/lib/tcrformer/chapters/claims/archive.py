@@ -8,9 +8,11 @@
 `save` packs what the finished jobs wrote (every arm and seed whose evaluation is done: its
 metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'
 benchmark files), with their modification times. `restore` unpacks them into results/ of a
-fresh clone: Snakemake then finds those jobs done (a job keeps no weights: it evaluates
-them and deletes them, and a run without its .snakemake records reruns nothing whose outputs
-are there) and runs only the rest with the same command.
+fresh clone. Resume with the run's command plus `--rerun-triggers mtime` (RESUME): a job
+keeps no weights (it evaluates them and deletes them), so its files are all it leaves, but a
+clone has no .snakemake records, and Snakemake 9 then takes every restored file for one whose
+code changed and reruns it (the registration first, which would move its time past the
+trainings it registered). With modification times alone it runs only what is missing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tarfile
 from pathlib import Path
 
 JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
+RESUME = "--rerun-triggers mtime"
 
 
 def finished(results: Path) -> list[Path]:
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "save":
         print(f"{save_finished(args.run, args.to)} finished jobs saved to {args.to}")
     else:
-        print(f"{restore_finished(args.source)} finished jobs restored from {args.source}")
+        print(f"{restore_finished(args.source)} finished jobs restored from {args.source}; "
+              f"resume with the run's snakemake command and {RESUME}")  # fmt: skip
     return 0
 
 
