@@ -1,4 +1,6 @@
-"""Shared fixtures: a private copy of the workflow to run Snakemake in, and a runner."""
+"""Shared fixtures: a private copy of the workflow to run Snakemake in, a runner, and the two
+complete runs the suite builds once and reads many times (the full default run, with the
+suite's one 3,000-step training, and a run of another receptor and model sizes)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -76,6 +79,74 @@ def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.Completed
 def write_config(path: Path, overrides: dict) -> Path:
     path.write_text(yaml.safe_dump(overrides, sort_keys=False))
     return path
+
+
+def private_copy(shared: Path, dest: Path) -> Path:
+    """A copy of a shared workflow folder, its results and .snakemake records included (so
+    Snakemake finds the same jobs done), for a test that runs Snakemake in it or changes it."""
+    locks = shutil.ignore_patterns("locks", "__pycache__")
+    return shutil.copytree(shared, dest, symlinks=True, ignore=locks)
+
+
+def shared_workflow(tmp_path_factory, name: str, build) -> Path:
+    """A workflow copy that `build` runs once per suite, whichever pytest-xdist worker asks
+    first; the others wait for it and reuse it. It is read-only afterwards: a test that runs
+    Snakemake in it works on a private_copy."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # shared by the workers of this session
+    folder = base / f"shared-{name}"
+    with FileLock(f"{folder}.lock"):
+        if not (folder / "built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(copy_workflow(folder / "wf"))
+            (folder / "built").touch()
+    return folder / "wf"
+
+
+OFFLINE = {"plm": {"esm2": {"download": False}}}  # no network in tests: no ESM-2 weights
+# Another receptor (CASSLAPGATNEKLFF, TRBV7-9 and TRBJ1-4 ends, its glutamate E12 as the
+# focus), smaller notes and reversal models with other depths, and a short training.
+OTHER_RECEPTOR = "CASSLAPGATNEKLFF"
+OTHER_RUN = {
+    "run": "other",
+    "toy": {"sequence": OTHER_RECEPTOR, "focus_position": 12},
+    "notes": {"d_model": 128, "num_heads": 4, "d_ff": 256, "num_layers": 3},
+    "reversal": {"d_model": 32, "num_heads": 2, "num_layers": 1, "cdr3": OTHER_RECEPTOR,
+                 "steps": 40, "warmup": 10, "report_every": 20, "eval_n": 50},
+    "plm": {"chain": {"cdr3": OTHER_RECEPTOR}, "positions": [1, 12],
+            "germline": {"v_gene": "TRBV7-9*01", "v_cdr3": "CASSL",
+                         "j_gene": "TRBJ1-4*01", "j_cdr3": "TNEKLFF"},
+            **OFFLINE["plm"]},
+    "golden": {"strict": False},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory) -> Path:
+    """The README's run, every chapter (offline), once per suite: results/paper."""
+
+    def build(wf: Path) -> None:
+        offline = write_config(wf / "offline.yaml", OFFLINE)
+        proc = snakemake(wf, "--configfile", str(offline), timeout=3600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    return shared_workflow(tmp_path_factory, "full", build)
+
+
+@pytest.fixture(scope="session")
+def other_run(tmp_path_factory) -> Path:
+    """OTHER_RUN, once per suite: every figure, the complete run (its manifest) and the
+    report of `figures` (other_report.zip)."""
+
+    def build(wf: Path) -> None:
+        config = str(write_config(wf / "other.yaml", OTHER_RUN))
+        for targets in (["figures", "results/other/manifest.json"],
+                        ["figures", "--report", "other_report.zip"]):  # fmt: skip
+            proc = snakemake(wf, *targets, "--configfile", config, timeout=1800)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+
+    return shared_workflow(tmp_path_factory, "other", build)
 
 
 def default_config() -> dict:

@@ -21,7 +21,7 @@ from tcrformer.core.config import ConfigError
 from tcrformer.core.golden import Band, GoldenEntry, Tolerance
 from tcrformer.core.io import sha256, write_named
 
-from conftest import snakemake, write_config
+from conftest import private_copy, snakemake
 
 TOY = "CASSIRSSYEQYF"
 
@@ -287,32 +287,19 @@ def test_a_run_without_reversal_files_still_compares(results, tmp_path):
     assert "<svg" in svg
 
 
-# Through Snakemake: two real short runs -------------------------------------------------------
+# Through Snakemake: the suite's two complete runs ----------------------------------------------
 
-SHORT = {
-    "reversal": {"steps": 30, "eval_n": 20, "checkpoint_every": 10, "log_every": 10},
-    "plm": {"esm2": {"download": False}},
-    "golden": {"strict": False},
-}
-ALT = {"run": "alt", "toy": {"sequence": "CASSLAPGATNEKLFF", "focus_position": 12}}
-PAIR = "compare=[paper, alt]"
+PAIR = "compare=[paper, other]"
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """A workflow copy with two complete short runs, paper and alt (another toy receptor).
-
-    The cheapest complete run is its manifest (it needs every registered result and the
-    golden gate): the targets `all` adds beyond it (timings, the tables) are skipped.
-    """
-    from conftest import copy_workflow
-
-    wf = copy_workflow(tmp_path_factory.mktemp("compare") / "wf")
-    short = str(write_config(wf / "short.yaml", SHORT))
-    alt = str(write_config(wf / "alt.yaml", ALT))
-    for run, files in (("paper", [short]), ("alt", [short, alt])):
-        proc = snakemake(wf, f"results/{run}/manifest.json", "--configfile", *files, timeout=1800)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+def two_runs(full_run, other_run, tmp_path_factory):
+    """One workflow copy that holds both of the suite's complete runs: paper (the full
+    default run) and other (another receptor, other model sizes, a short training), with
+    their .snakemake records, so that Snakemake finds both runs done."""
+    wf = private_copy(full_run, tmp_path_factory.mktemp("compare") / "wf")
+    for part in ("results/other", ".snakemake/metadata"):
+        shutil.copytree(other_run / part, wf / part, dirs_exist_ok=True)
     return wf
 
 
@@ -344,12 +331,12 @@ def test_bad_pairs_stop_snakemake_before_any_rule(two_runs):
     assert "name two runs" in error and "compare=" in error
     assert not (wf / "results/compare").exists()
     # A run the manifest no longer matches: a file it lists is gone.
-    figure = wf / "results/alt/figures/fig01_toy_input.svg"
+    figure = wf / "results/other/figures/fig01_toy_input.svg"
     kept = figure.read_bytes()
     figure.unlink()
     try:
         error = one_config_error(snakemake(wf, "compare", "--config", PAIR))
-        assert "run alt is incomplete" in error and "fig01_toy_input.svg" in error
+        assert "run other is incomplete" in error and "fig01_toy_input.svg" in error
     finally:
         figure.write_bytes(kept)
     assert not (wf / "results/compare").exists()
@@ -359,12 +346,12 @@ def test_bad_pairs_stop_snakemake_before_any_rule(two_runs):
 @pytest.mark.slow
 def test_compare_two_real_runs(two_runs):
     wf = two_runs
-    manifests = {run: sha256(wf / f"results/{run}/manifest.json") for run in ("paper", "alt")}
+    manifests = {run: sha256(wf / f"results/{run}/manifest.json") for run in ("paper", "other")}
     proc = snakemake(wf, "compare", "--config", PAIR)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 of 2 steps (100%) done" in proc.stderr  # compare_runs and the target, nothing else
     assert manifests == {run: sha256(wf / f"results/{run}/manifest.json") for run in manifests}
-    out = wf / "results/compare/paper_vs_alt"
+    out = wf / "results/compare/paper_vs_other"
     for name in OUTPUTS.values():
         assert (out / name).stat().st_size > 0, name
     table = pd.read_csv(out / "values.csv").set_index("key")
@@ -374,15 +361,15 @@ def test_compare_two_real_runs(two_runs):
     assert table.loc["toy.attention_map.pairs", "differs"]
     assert table.loc["toy.head1.focus_position", "rule"] == "exact: no golden entry"
     assert table.loc["toy.head1.weight_R_to_E", "rule"] == "only in paper"
-    # The reversal recipe is the same in both runs: the same training, bit for bit.
-    reversal = table[table.index.str.startswith("reversal.")]
-    assert len(reversal) and not reversal["differs"].any()
-    assert not table[table.index.str.startswith(("notes.", "params.", "pe."))]["differs"].any()
+    # Other model sizes: the notes chapter's counts and encodings, and the trained values.
+    for chapter in ("params.", "pe.", "reversal."):
+        assert table[table.index.str.startswith(chapter)]["differs"].any(), chapter
     diffs = json.loads((out / "config_diff.json").read_text())
     assert diffs["config"]["toy.sequence"] == {"a": "CASSIRSSYEQYF", "b": "CASSLAPGATNEKLFF"}
-    assert diffs["config"]["run"] == {"a": "paper", "b": "alt"}
+    assert diffs["config"]["run"] == {"a": "paper", "b": "other"}
+    assert diffs["config"]["notes.d_model"] == {"a": 512, "b": 128}
     summary = (out / "summary.md").read_text()
-    assert "toy.sequence" in summary and "Compare: run paper against run alt" in summary
+    assert "toy.sequence" in summary and "Compare: run paper against run other" in summary
     again = snakemake(wf, "compare", "--config", PAIR)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     report = snakemake(wf, "compare", "--config", PAIR, "--report", "compare.zip")
