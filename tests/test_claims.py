@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -384,3 +385,34 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
         tar.add(packed, arcname="../outside.txt")
     with pytest.raises(ValueError, match="outside results"):
         archive.restore_finished(evil, root=new)
+
+
+@pytest.mark.slow
+def test_a_restored_job_is_done_for_the_resumed_run(workflow_copy, tmp_path):
+    """What the archive's README says to run after a restore plans the missing jobs only:
+    not the registration again, not a restored (arm, seed). The files are as old as a
+    session's before (older than the clone's code)."""
+    import os
+
+    from tcrformer.chapters.claims import archive
+
+    claims = workflow_copy / "results/claims_reduced/claims"
+    done = claims / "arms/baseline/seed0"
+    done.mkdir(parents=True)
+    files = [claims / "registration.json", *(done / name for name in archive.JOB_FILES)]
+    for age, path in enumerate(files):
+        path.write_text(path.name)
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    packed = tmp_path / "claims.tar.gz"
+    archive.save_finished("claims_reduced", packed, root=workflow_copy)
+    shutil.rmtree(workflow_copy / "results")
+    archive.restore_finished(packed, root=workflow_copy)
+    reduced = str(workflow_copy / "config/claims_reduced.yaml")
+    plan = snakemake(workflow_copy, "claims", "--configfile", reduced, "-n",
+                     *archive.RESUME.split())  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    lines = (plan.stdout + plan.stderr).splitlines()
+    outputs = " ".join(line for line in lines if line.strip().startswith("output:"))
+    assert "arms/baseline/seed1/metrics.json" in outputs
+    assert "arms/baseline/seed0/metrics.json" not in outputs
+    assert "registration.json" not in outputs
