@@ -337,7 +337,7 @@ def test_the_reduced_run_gives_every_claim_a_row_a_figure_and_a_verdict(workflow
         assert (folder / f"figures/{figure}.png").stat().st_size > 10_000, figure
     data = json.loads((folder / "claims/figure_data.json").read_text())
     assert data["reduced"] is True and set(data["verdicts"]) == set(table["id"])
-    assert not list(folder.glob("claims/arms/*/seed*/model.safetensors"))  # temp: evaluated
+    assert not list(folder.glob("claims/arms/*/seed*/model.safetensors"))  # evaluated, not kept
     registered = json.loads((folder / "claims/registration.json").read_text())
     assert set(registered["claims"]) == set(table["id"]) and registered["claims_file_sha256"]
     # Finished jobs stay finished from their files alone (a later session restores them into
