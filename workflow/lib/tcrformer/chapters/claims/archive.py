@@ -10,9 +10,9 @@ metrics, history, numerics and timing; the registration; the sweeps' choices; th
 benchmark files), with their modification times. `restore` unpacks them into results/ of a
 fresh clone. Resume with the run's command plus `--rerun-triggers mtime` (RESUME): a job
 keeps no weights (it evaluates them and deletes them), so its files are all it leaves. In a
-fresh clone, whose code is newer than the restored files, Snakemake 9.27 without that option
-flags the restored registration as "Code has changed since last execution" and plans that one
-job alone (a new registration, timed after trainings it did not see); with modification
+fresh clone, whose scripts are newer than the restored files, Snakemake 9.27 without that
+option (it takes a rule's script newer than the rule's output for changed code) flags the
+restored registration as "Code has changed since last execution" and plans that one job alone (a new registration, timed after trainings it did not see); with modification
 times as the only trigger it finds the restored jobs done and plans the rest
 (tests/test_claims.py checks both).
 """
