@@ -24,7 +24,7 @@ from tcrformer.core.config import ConfigError
 from tcrformer.core.golden import PASS, SKIPPED, check, load_golden
 from tcrformer.core.io import ResultFileError
 
-from conftest import ROOT, default_config, snakemake, write_config
+from conftest import OFFLINE, ROOT, default_config, snakemake, write_config
 
 SEED_GOLDEN = ROOT / "config" / "golden" / "seed_values.yaml"
 TINY = {"num_layers": 2, "embed_dim": 32, "attention_heads": 4}
@@ -383,7 +383,7 @@ def test_golden_bands_for_sceptr_encode_the_seed_claim():
 def test_plm_chapter_offline_passes_sceptr_and_skips_esm2(workflow_copy, tmp_path, monkeypatch):
     wf = workflow_copy
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # an empty hub cache
-    override = write_config(wf / "offline.yaml", {"plm": {"esm2": {"download": False}}})
+    override = write_config(wf / "offline.yaml", OFFLINE)
     proc = snakemake(wf, "plm", "--configfile", str(override))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((wf / "results/paper/plm/golden_report.json").read_text())

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SNAKEMAKE, copy_workflow, snakemake, write_config
+from conftest import OFFLINE, SNAKEMAKE, copy_workflow, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
 # Fast chapters and their figures; ESM-2 is not fetched (no network in tests).
 FAST_TARGETS = ["toy", "notes", "plm", "figures_toy", "figures_notes", "figures_plm"]
-OFFLINE = {"plm": {"esm2": {"download": False}}}
 # The kill tests use the chapters without the protein language models, to stay quick.
 KILL_TARGETS = ["toy", "notes", "figures_toy", "figures_notes"]
 # Files that legitimately differ between runs: timings, logs, provenance.
