@@ -374,12 +374,20 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
         os.utime(done / name, (1_000_000, 1_000_000))
     (half / "history.csv").write_text("training, not yet evaluated")
     (old / "results/paper/claims/registration.json").write_text("{}")
+    (old / "results/paper/claims/claims.md").write_text("the table")  # a finished run's
+    figures = old / "results/paper/figures"
+    figures.mkdir(parents=True)
+    (figures / "figC7_effects.png").write_text("C7")  # a claims figure: carried
+    (figures / "fig01_toy_input.png").write_text("toy")  # another chapter's: not
     packed = tmp_path / "claims.tar.gz"
     assert archive.save_finished("paper", packed, root=old) == 1
     assert archive.restore_finished(packed, root=new) == 1
     restored = new / "results/paper/claims/arms/baseline/seed0/metrics.json"
     assert restored.read_text() == "metrics.json" and restored.stat().st_mtime == 1_000_000
     assert not (new / "results/paper/claims/arms/baseline/seed1").exists()
+    assert (new / "results/paper/claims/claims.md").read_text() == "the table"
+    assert (new / "results/paper/figures/figC7_effects.png").exists()
+    assert not (new / "results/paper/figures/fig01_toy_input.png").exists()
     evil = tmp_path / "evil.tar.gz"
     with tarfile.open(evil, "w:gz") as tar:
         tar.add(packed, arcname="../outside.txt")

@@ -16,6 +16,8 @@ share_library(_LIB_DIR)
 
 from tcrformer.figures import CATEGORIES
 from tcrformer.figures import FIGURES as FIGURE_TABLE
+from tcrformer.figures import FOLDER as FIGURE_FOLDER
+from tcrformer.figures import figure_paths
 from tcrformer.core.config import ConfigError, sections
 from tcrformer.validation import validate as validate_config
 
@@ -89,12 +91,12 @@ def result(chapter, name):
     return f"{RESULTS}/{chapter}/{name}"
 
 
-FIGURES = f"{RESULTS}/figures"
+FIGURES = f"{RESULTS}/{FIGURE_FOLDER}"
 
 
 def figure_files(figure_id):
     """The PNG and SVG of a figure of the table (tcrformer.figures, figures.smk)."""
-    return [f"{FIGURES}/{figure_id}.png", f"{FIGURES}/{figure_id}.svg"]
+    return figure_paths(RESULTS, figure_id)
 
 
 def report_sections():

@@ -60,6 +60,15 @@ class Figure:
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+FOLDER = "figures"  # results/<run>/figures/: every figure, as PNG and SVG
+FORMATS = ("png", "svg")
+
+
+def figure_paths(results, figure_id: str) -> list[str]:
+    """The files one figure of the table is drawn to, under a run's results folder."""
+    return [f"{results}/{FOLDER}/{figure_id}.{kind}" for kind in FORMATS]
+
+
 FIGURES = (
     Figure("fig01_toy_input", "toy", TOY),
     Figure("fig02_head_plane", "toy", TOY),

@@ -7,14 +7,17 @@
 
 `save` packs what the finished jobs wrote (every arm and seed whose evaluation is done: its
 metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'
-benchmark files), with their modification times. `restore` unpacks them into results/ of a
+benchmark files), and, once the run has them, the chapter's other results (the analytic
+claims, the cost and speed measurements, the table and the figures), with their
+modification times. `restore` unpacks them into results/ of a
 fresh clone. Resume with the run's command plus `--rerun-triggers mtime` (RESUME): a job
 keeps no weights (it evaluates them and deletes them), so its files are all it leaves. In a
 fresh clone, whose scripts are newer than the restored files, Snakemake 9.27 without that
 option (it takes a rule's script newer than the rule's output for changed code) flags the
-restored registration as "Code has changed since last execution" and plans that one job alone (a new registration, timed after trainings it did not see); with modification
-times as the only trigger it finds the restored jobs done and plans the rest
-(tests/test_claims.py checks both).
+restored registration as "Code has changed since last execution" and plans that one job
+alone (a new registration, timed after trainings it did not see); with modification times
+as the only trigger it finds the restored jobs done and plans the rest (tests/test_claims.py
+checks both).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import tarfile
 from pathlib import Path
 
 JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
+RUN_FILES = ("analytic.json", "cost.csv", "cost.json", "rnn_speed.json", "claims.csv",
+             "claims.md", "figure_data.json")  # fmt: skip
 RESUME = "--rerun-triggers mtime"
 
 
@@ -35,7 +40,16 @@ def finished(results: Path) -> list[Path]:
     for metrics in sorted(claims.glob("arms/*/seed*/metrics.json")):
         files += [metrics.parent / name for name in JOB_FILES]
     files += sorted((results / "benchmarks").glob("train_claim_arm_*.tsv"))
+    files += [claims / name for name in RUN_FILES] + claims_figures(results)
     return [f for f in files if f.is_file()]
+
+
+def claims_figures(results: Path) -> list[Path]:
+    """The claims chapter's figures, where the figures rule draws them (tcrformer.figures)."""
+    from tcrformer.figures import FIGURES, figure_paths
+
+    ids = [figure.id for figure in FIGURES if figure.chapter == "claims"]
+    return [Path(path) for i in ids for path in figure_paths(results, i)]
 
 
 def save_finished(run: str, archive: Path, root: Path = Path(".")) -> int:
