@@ -28,19 +28,19 @@ import tarfile
 from pathlib import Path
 
 JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
-RUN_FILES = ("analytic.json", "cost.csv", "cost.json", "rnn_speed.json", "claims.csv",
-             "claims.md", "figure_data.json")  # fmt: skip
 RESUME = "--rerun-triggers mtime"
 
 
 def finished(results: Path) -> list[Path]:
-    """The files of every evaluated job of results/<run>/, and what they were registered by."""
+    """The files of every evaluated job of results/<run>/, what they were registered by, and
+    the run's own results once it has them (the table, the figures and what they read)."""
     claims = results / "claims"
-    files = [claims / "registration.json", *sorted((claims / "sweeps").glob("*.json"))]
+    files = sorted(claims.glob("*"))  # the registration and, once there, the run's own results
+    files += sorted((claims / "sweeps").glob("*.json"))
     for metrics in sorted(claims.glob("arms/*/seed*/metrics.json")):
         files += [metrics.parent / name for name in JOB_FILES]
     files += sorted((results / "benchmarks").glob("train_claim_arm_*.tsv"))
-    files += [claims / name for name in RUN_FILES] + claims_figures(results)
+    files += claims_figures(results)
     return [f for f in files if f.is_file()]
 
 
