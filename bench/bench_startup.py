@@ -78,10 +78,7 @@ def main(argv=None) -> None:
             [*snakemake, "results/startup/reversal/losses.csv", "--config", "run=startup",
              "reversal={'steps': 1}"], scratch,
         )  # fmt: skip
-
-    def median(values) -> float:
-        return statistics.median(list(values))
-
+    median = statistics.median
     print("| | seconds (median) |\n|---|---|")
     print(f"| no-op rerun of the run | {median(a for a, _, _ in rounds):.2f} |")
     print(f"| empty one-rule workflow | {median(b for _, b, _ in rounds):.2f} |")
