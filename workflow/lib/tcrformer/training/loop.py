@@ -104,8 +104,7 @@ def make_step(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if share is not None:
-            shard.sum_gradients(params)
-            loss = shard.sum(loss.detach())
+            loss = shard.sum_gradients(params, loss)
         norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()
         scheduler.step()

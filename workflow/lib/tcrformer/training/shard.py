@@ -30,20 +30,17 @@ class Shard:
         tokens = (tgt[:, 1:] != PAD).sum()
         return src[mine], tgt[mine], (tgt[mine, 1:] != PAD).sum() / tokens
 
-    def sum_gradients(self, params: list[nn.Parameter]) -> None:
-        """The gradients summed over the ranks, in place (one flat all_reduce)."""
+    def sum_gradients(self, params: list[nn.Parameter], loss: Tensor) -> Tensor:
+        """The gradients summed over the ranks, in place, and the summed loss: one flat
+        all_reduce for both (a second collective for the loss alone costs a round trip)."""
         grads = [p.grad for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().reshape(1)])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         offset = 0
         for g in grads:
             g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
-
-    def sum(self, value: Tensor) -> Tensor:
-        total = value.clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        return total
+        return flat[-1].clone()
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order, on every rank."""
