@@ -138,6 +138,11 @@ def pin(
     return Pinned("portable", "portable", numerics.threads, "", replaced)
 
 
+def thread_count(pinned: Pinned, threads: int | None = None) -> int | None:
+    """The intra-op threads a process pinned so runs: numerics.threads, else the rule's."""
+    return pinned.threads if pinned.threads is not None else threads
+
+
 def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
     """After `import torch`: the thread count, and deterministic kernels on CUDA.
 
@@ -146,7 +151,7 @@ def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
     """
     import torch
 
-    count = pinned.threads if pinned.threads is not None else threads
+    count = thread_count(pinned, threads)
     if count:
         torch.set_num_threads(count)
     if pinned.mode == "portable":

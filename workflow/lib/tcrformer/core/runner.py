@@ -62,10 +62,20 @@ def run(main: Callable[[Any], None], smk: Any) -> None:
         raise
 
 
+def pinned(smk: Any) -> numerics.Pinned:
+    """The numerics this process was pinned to (by `run`, or now)."""
+    return _PINNED or numerics.pin(numerics.Numerics.from_config(smk.config.get("numerics")))
+
+
+def torch_threads(smk: Any) -> int | None:
+    """The intra-op threads `torch_numerics` will give torch (known before torch is imported)."""
+    return numerics.thread_count(pinned(smk), getattr(smk, "threads", None))
+
+
 def torch_numerics(smk: Any) -> dict[str, Any]:
     """Import torch under the pinned numerics, set its threads; returns what is in force."""
-    pinned = _PINNED or numerics.pin(numerics.Numerics.from_config(smk.config.get("numerics")))
-    numerics.configure_torch(pinned, getattr(smk, "threads", None))
-    described = numerics.describe(pinned)
+    in_force = pinned(smk)
+    numerics.configure_torch(in_force, getattr(smk, "threads", None))
+    described = numerics.describe(in_force)
     logging.getLogger("tcrformer").info("numerics: %s", numerics.one_line(described))
     return described

@@ -10,8 +10,8 @@ steps on that same gradient, so the weights stay identical on every rank. Dropou
 a stream of each rank's own, seeded from the run's seed and the rank. One rank is the
 unsharded loop, bit for bit.
 
-The calling process is rank 0; ranks 1..R-1 are fresh Python processes
-(`python -m tcrformer.training.parallel`, never a copy of the caller's own script) that
+The calling process is rank 0; ranks 1..R-1 are fresh Python processes (training.ranks,
+which a rule script calls before it imports torch, so that the ranks' imports overlap) that
 inherit its environment, so the portable pins (core.numerics) hold in each, and each runs
 the same number of threads. They meet through a file store in a temporary folder (no port to
 pick); gloo's own traffic stays on the loopback interface.
@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from tcrformer.training.ranks import Workers
 from tcrformer.training.shard import Shard
 
 
@@ -66,51 +65,39 @@ def _device_of(device: torch.device, shard: Shard) -> torch.device:
     return torch.device("cuda", shard.rank) if device.type == "cuda" else device
 
 
-def train_on(recipe, ranks: int = 1, checkpoint_dir=None, on_step=None):
-    """Train `recipe` on `ranks` ranks: training.loop.train for one, else train_parallel."""
+def train_on(recipe, ranks: int = 1, checkpoint_dir=None, on_step=None, workers=None):
+    """Train `recipe` on `ranks` ranks: training.loop.train for one, else train_parallel
+    (with `workers`, ranks 1..R-1 started early by training.ranks, or started here)."""
     from tcrformer.training.loop import train
 
     if ranks == 1:
         return train(recipe, checkpoint_dir=checkpoint_dir, on_step=on_step)
-    return train_parallel(recipe, ranks, checkpoint_dir, on_step)
+    return train_parallel(recipe, ranks, checkpoint_dir, on_step, workers)
 
 
-def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None):
+def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, workers=None):
     """Train `recipe` over `ranks` ranks; returns rank 0's Trained (the model every rank
     holds, the full batches' losses)."""
     from tcrformer.training.loop import train_rank
     from tcrformer.training.recipe import resolve_device
 
-    threads = torch.get_num_threads()
-    with tempfile.TemporaryDirectory(prefix="tcrformer-ranks-") as folder:
-        store, recipe_file = Path(folder) / "store", Path(folder) / "recipe.json"
-        recipe_file.write_text(json.dumps(recipe.params()), encoding="utf-8")
-        command = [sys.executable, "-m", "tcrformer.training.parallel", "--ranks", str(ranks),
-                   "--recipe", str(recipe_file), "--store", str(store),
-                   "--threads", str(threads)]  # fmt: skip
-        if checkpoint_dir is not None:
-            command += ["--checkpoints", str(checkpoint_dir)]
-        lib = str(Path(__file__).resolve().parents[2])  # this tcrformer, ahead of any other
-        path = os.pathsep.join([lib, *filter(None, [os.environ.get("PYTHONPATH")])])
-        env = {**os.environ, "PYTHONPATH": path}
-        workers = [subprocess.Popen([*command, "--rank", str(r)], env=env)
-                   for r in range(1, ranks)]  # fmt: skip
-        shard = Shard(0, ranks)
+    if workers is None:
+        workers = Workers.start(recipe, ranks, torch.get_num_threads(), checkpoint_dir)
+    if workers.ranks != ranks:
+        raise ValueError(f"{workers.ranks} ranks were started for a {ranks}-rank training")
+    shard = Shard(0, ranks)
+    done = False
+    try:
         device = _device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
-        try:
-            join(shard, store, device)
-            trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
-        finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            for worker in workers:
-                try:
-                    worker.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-        failed = [w.returncode for w in workers if w.returncode != 0]
-        if failed:
-            raise RuntimeError(f"a training rank exited with {failed} (pid {os.getpid()})")
+        join(shard, workers.store, device)
+        trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
+        done = True
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        failed = workers.close(timeout=120 if done else 0)
+    if failed:
+        raise RuntimeError(f"a training rank exited with {failed} (pid {os.getpid()})")
     trained.timing["ranks"] = ranks
     return trained
 

@@ -19,11 +19,12 @@ from tcrformer.training.values import losses_frame, read_losses, recipe_values
 
 
 def train_reversal(
-    recipe: Recipe, checkpoints: str | Path, numerics: dict, ranks: int = 1
+    recipe: Recipe, checkpoints: str | Path, numerics: dict, ranks: int = 1, workers=None
 ) -> dict[str, Any]:
-    """Train `recipe` over `ranks` data-parallel ranks; a run killed before the end resumes
-    from its last checkpoint."""
-    trained = train_on(recipe, ranks, checkpoint_dir=checkpoints)
+    """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
+    caller started them early, training.ranks); a run killed before the end resumes from
+    its last checkpoint."""
+    trained = train_on(recipe, ranks, checkpoint_dir=checkpoints, workers=workers)
     discard_checkpoints(checkpoints, recipe)
     return {
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),
