@@ -10,6 +10,7 @@ from tcrformer.core.io import ResultFileError
 from tcrformer.training.checkpoints import checkpoint_path
 from tcrformer.training.loop import train
 from tcrformer.training.parallel import train_on
+from tcrformer.training.ranks import Workers
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 from tcrformer.training.shard import Shard
 
@@ -92,3 +93,25 @@ def test_a_checkpoint_of_another_rank_count_is_refused(tmp_path):
         train(recipe, checkpoint_dir=tmp_path, on_step=stop)  # one rank, checkpoint at 3
     with pytest.raises(ResultFileError, match="checkpoint of 1 ranks, resumed with 2"):
         train_on(recipe, 2, checkpoint_dir=tmp_path)
+
+
+def test_ranks_started_before_rank_0_train_the_same_run():
+    """Ranks 1..R-1 started early (as the rule script does, before it imports torch) train
+    the run that ranks started by train_on itself train, bit for bit."""
+    recipe = tiny(dropout=0.2)
+    early = train_on(recipe, 2, workers=Workers.start(recipe, 2, torch.get_num_threads()))
+    late = train_on(recipe, 2)
+    assert torch.equal(early.losses, late.losses)
+    for name, value in late.model.state_dict().items():
+        assert torch.equal(value, early.model.state_dict()[name]), name
+
+
+def test_started_ranks_of_another_recipe_are_refused_and_end_with_rank_0():
+    """Ranks started for another recipe or rank count are refused before any step, and a
+    rank 0 that fails leaves no rank behind, and no folder."""
+    for started, recipe in ((Workers.start(tiny(seed=1), 2, 1), tiny()),
+                            (Workers.start(tiny(), 3, 1), tiny())):  # fmt: skip
+        with pytest.raises(ValueError, match="ranks started train another recipe"):
+            train_on(recipe, 2, workers=started)
+        assert all(p.poll() is not None for p in started.processes)
+        assert not started.store.parent.exists()

@@ -9,6 +9,7 @@ that trains (reversal, ensemble, claims) and the benches.
     checkpoints.py  what a killed run resumes from
     shard.py        a rank's share of a batch, and the sums over the ranks
     parallel.py     data-parallel training over several ranks (torch.distributed)
+    ranks.py        ranks 1..R-1 as processes, started before the caller imports torch
     measures.py     what is measured on a trained model, each measure defined once
     evaluate.py     a trained model's test: held-out strings, the CDR3, its cross-attention
     values.py       a recipe's values: losses at the report steps and the evaluation

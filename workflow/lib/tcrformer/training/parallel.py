@@ -83,11 +83,12 @@ def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, worker
 
     if workers is None:
         workers = Workers.start(recipe, ranks, torch.get_num_threads(), checkpoint_dir)
-    if workers.ranks != ranks:
-        raise ValueError(f"{workers.ranks} ranks were started for a {ranks}-rank training")
     shard = Shard(0, ranks)
     done = False
     try:
+        if (workers.ranks, workers.fingerprint) != (ranks, recipe.fingerprint()):
+            raise ValueError(f"the {workers.ranks} ranks started train another recipe or "
+                             f"rank count than this {ranks}-rank training")  # fmt: skip
         device = _device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
         join(shard, workers.store, device)
         trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)

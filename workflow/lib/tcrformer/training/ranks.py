@@ -31,6 +31,7 @@ class Workers:
     """Ranks 1..R-1, running; `store` is where rank 0 joins them."""
 
     ranks: int
+    fingerprint: str  # the recipe's (Recipe.fingerprint): rank 0 must train the same one
     folder: tempfile.TemporaryDirectory
     processes: list[subprocess.Popen] = field(default_factory=list)
 
@@ -41,7 +42,8 @@ class Workers:
     @classmethod
     def start(cls, recipe, ranks: int, threads: int, checkpoint_dir=None) -> Workers:
         """Start ranks 1..ranks-1 training `recipe` with `threads` threads each."""
-        workers = cls(ranks, tempfile.TemporaryDirectory(prefix="tcrformer-ranks-"))
+        folder = tempfile.TemporaryDirectory(prefix="tcrformer-ranks-")
+        workers = cls(ranks, recipe.fingerprint(), folder)
         recipe_file = Path(workers.folder.name) / "recipe.json"
         recipe_file.write_text(json.dumps(recipe.params()), encoding="utf-8")
         command = [sys.executable, "-m", "tcrformer.training.parallel", "--ranks", str(ranks),
