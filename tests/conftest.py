@@ -4,6 +4,7 @@ suite's one 3,000-step training, and a run of another receptor and model sizes).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -37,6 +38,19 @@ def copy_workflow(dest: Path) -> Path:
             (dest / part).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / part)
     return dest
+
+
+def run_fingerprint(*args: str, env: dict | None = None, patch: str = "") -> dict:
+    """`python -m tcrformer.training.fingerprint --config config/config.yaml *args` in a
+    fresh process (its numerics pinned there) -> its JSON; `patch`: statements run on
+    tcrformer.core.blas first (a missing library, another kernel family)."""
+    code = "from tcrformer.training import fingerprint\nfingerprint.main()"
+    command = [sys.executable, "-c", f"from tcrformer.core import blas\n{patch}\n{code}"]
+    command += ["--config", str(ROOT / "config/config.yaml"), *args]
+    environment = {**os.environ, **(env or {})}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 @pytest.fixture

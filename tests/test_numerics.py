@@ -4,37 +4,27 @@ The fingerprint (tests/golden/numerics_fingerprint.json) is a 60-step run of the
 recipe made on one machine; this suite recomputes it on whatever machine runs it, CI's
 included, in a fresh process (torch reads the pinned settings when it is imported), with and
 without a hostile environment. A second anchor (every loss of a 40-step run, hashed) was
-measured on another machine, an AVX2-only AMD EPYC (shared notes, numerics-across-cpus.md).
+measured on another machine, an AVX2-only AMD EPYC, with MKL COMPATIBLE products (shared
+notes, numerics-across-cpus.md): the fallback when the OpenBLAS kernels cannot be loaded
+must still give it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tcrformer.core import numerics
+from tcrformer.core import blas, numerics
 from tcrformer.core.config import ConfigError
 
-from conftest import ROOT
+from conftest import ROOT, run_fingerprint
 
 FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
 HOSTILE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "1"}
 MORE_THREADS = {"MKL_NUM_THREADS": "2"}  # portable's 1 thread must win over this too
 PORTABLE_HERE, WHY_NOT = numerics.portable_supported()
 needs_avx2 = pytest.mark.skipif(not PORTABLE_HERE, reason=WHY_NOT or "portable unsupported")
-
-
-def run_fingerprint(*args: str, env: dict | None = None) -> dict:
-    command = [sys.executable, "-m", "tcrformer.training.fingerprint"]
-    command += ["--config", str(ROOT / "config/config.yaml"), *args]
-    environment = {**os.environ, **(env or {})}
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +72,13 @@ def test_the_two_rank_fingerprint_holds_here_even_in_a_hostile_environment():
 
 
 @needs_avx2
-def test_the_losses_measured_on_another_machine_are_reproduced():
+def test_the_fallback_reproduces_the_losses_measured_on_another_machine():
+    """Without the OpenBLAS kernels the products run in MKL COMPATIBLE, as they all did when
+    another AVX2-only AMD EPYC measured these 40 losses: the fallback is portable too."""
     anchor = FINGERPRINT["cross_machine"]
-    ours = run_fingerprint("--steps", str(anchor["steps"]), "--seed", str(anchor["seed"]))
+    ours = run_fingerprint("--steps", str(anchor["steps"]), "--seed", str(anchor["seed"]),
+                           patch="blas.PACKAGE = 'no_such_openblas'")  # fmt: skip
+    assert ours["numerics"]["products"] == "torch (MKL COMPATIBLE,STRICT)"
     assert ours["losses_sha256"].startswith(anchor["losses_sha256_prefix"])
     assert ours["last_loss"] == anchor["last_loss"]
 
@@ -103,10 +97,23 @@ def test_native_numerics_still_run():
 AVX2_CPU = {"machine": "x86_64", "model": "test", "flags": [], "all_flags": {"avx2", "fma"}}
 
 
+class Loader:
+    """A stand-in for blas.activate: records the threads asked for, or raises `fails`."""
+
+    def __init__(self, fails: str = ""):
+        self.fails, self.calls = fails, []
+
+    def __call__(self, threads: int) -> None:
+        self.calls.append(threads)
+        if self.fails:
+            raise blas.Unavailable(self.fails)
+
+
 def test_pin_sets_every_variable_and_records_what_it_replaced():
-    environ = dict(HOSTILE)
-    pinned = numerics.pin(numerics.Numerics("portable", 3), environ, AVX2_CPU)
+    environ, load = dict(HOSTILE), Loader()
+    pinned = numerics.pin(numerics.Numerics("portable", 3), environ, AVX2_CPU, load)
     assert pinned.mode == "portable" and pinned.threads == 3
+    assert load.calls == [3] and pinned.products == blas.OPENBLAS and not pinned.notice
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2"
     assert environ["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
@@ -114,10 +121,20 @@ def test_pin_sets_every_variable_and_records_what_it_replaced():
     assert pinned.replaced == HOSTILE
 
 
-def test_native_mode_leaves_the_environment_alone():
-    environ = dict(HOSTILE)
-    pinned = numerics.pin(numerics.Numerics("native", 1), environ, AVX2_CPU)
+def test_portable_mode_without_the_kernels_says_which_products_it_runs():
+    load = Loader(fails="the scipy_openblas32 package is not installed")
+    pinned = numerics.pin(numerics.Numerics("portable", 1), {}, AVX2_CPU, load)
+    assert pinned.mode == "portable" and pinned.products == blas.TORCH
+    assert pinned.notice.startswith("portable numerics without the OpenBLAS kernels (the sci")
+    assert "matrix products run in MKL COMPATIBLE,STRICT" in pinned.notice
+    assert "\n" not in pinned.notice
+
+
+def test_native_mode_leaves_the_environment_and_the_products_alone():
+    environ, load = dict(HOSTILE), Loader()
+    pinned = numerics.pin(numerics.Numerics("native", 1), environ, AVX2_CPU, load)
     assert pinned.mode == "native" and environ == HOSTILE
+    assert load.calls == [] and pinned.products == blas.TORCH
 
 
 @pytest.mark.parametrize(
@@ -129,9 +146,10 @@ def test_native_mode_leaves_the_environment_alone():
 )
 def test_a_cpu_without_avx2_runs_native_and_says_why(cpu, why):
     environ: dict[str, str] = {}
-    pinned = numerics.pin(numerics.Numerics("portable", 1), environ, cpu)
+    load = Loader()
+    pinned = numerics.pin(numerics.Numerics("portable", 1), environ, cpu, load)
     assert pinned.requested == "portable" and pinned.mode == "native"
-    assert why in pinned.reason and environ == {}
+    assert why in pinned.reason and environ == {} and load.calls == []
 
 
 def test_pinning_after_torch_is_imported_is_refused():
@@ -164,3 +182,14 @@ def test_the_report_header_names_the_ranks_a_training_ran_on():
     assert numerics.one_line(record).endswith("MKL COMPATIBLE,STRICT, 1 thread on AMD EPYC")
     header = numerics.one_line({**record, "ranks": 2})
     assert header.endswith("2 ranks of 1 thread on AMD EPYC")
+    record["products"] = "OpenBLAS 0.3.34 Haswell kernels, 1 thread"
+    assert numerics.one_line(record).startswith(
+        "portable: torch AVX2, products OpenBLAS 0.3.34 Haswell kernels, MKL COMPATIBLE"
+    )
+
+
+def test_a_rank_follows_the_products_it_is_given():
+    with pytest.raises(ValueError, match="unknown matrix products 'mkl'"):
+        numerics.follow("mkl", 1)
+    numerics.follow(blas.TORCH, 1)
+    assert numerics.products_in_force() == blas.TORCH

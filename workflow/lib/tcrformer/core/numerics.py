@@ -2,30 +2,33 @@
 
 Three libraries inside the torch CPU wheel pick their code path from the CPU they run on,
 and each path rounds differently: ATen's vectorised kernels (AVX2 or AVX-512), MKL's BLAS
-and oneDNN. So does the number of threads a reduction is split over. `pin` fixes all four
+and oneDNN. So does the number of threads a reduction is split over. `pin` fixes them
 before torch is imported, which is the only time the libraries read them:
 
+    matrix products                 OpenBLAS's Haswell kernels (core.blas, models.products):
+                                    fixed blocking, AVX2 + FMA, the same on every such CPU
     ATEN_CPU_CAPABILITY=avx2        ATen's kernels at the AVX2 level
     MKL_CBWR=COMPATIBLE,STRICT      MKL's conditional numerical reproducibility, the branch
-                                    every x86-64 CPU runs alike (SSE2 without rcpps/rsqrtps)
+                                    every x86-64 CPU runs alike (SSE2 without rcpps/rsqrtps),
+                                    for what still calls MKL, and for every product when the
+                                    OpenBLAS kernels cannot be loaded
     ONEDNN_MAX_CPU_ISA=AVX2         oneDNN no higher than AVX2
-    numerics.threads                intra-op threads (OMP/MKL and torch.set_num_threads)
+    numerics.threads                intra-op threads (OMP/MKL/OpenBLAS, torch.set_num_threads)
 
-Why COMPATIBLE and not MKL's AVX2 branch: MKL honours MKL_CBWR=AVX2 on Intel CPUs only; on
+Why OpenBLAS and not MKL for the products: MKL honours MKL_CBWR=AVX2 on Intel CPUs only; on
 an AMD CPU it falls back to its own automatic dispatch, so an Intel Xeon and an AMD EPYC
-pinned at AVX2 differ from the first training step (measured: docs/numerics.md). COMPATIBLE
-is the one branch MKL runs the same way on every x86-64 CPU. It costs speed (its matrix
-products use no AVX2), which bench/ measures.
+pinned at AVX2 differ from the first training step (measured: docs/numerics.md), and
+COMPATIBLE, the one branch MKL runs alike everywhere, has no AVX2: 2.3-2.7x slower
+training. OpenBLAS lets the caller name the kernel family, and its Haswell family's block
+sizes are compile-time constants. When the kernels cannot be loaded (the wheel missing,
+the library loaded earlier with other kernels) the products stay in MKL COMPATIBLE: still
+portable, slower, other bits; `pin` says so in one line and the record names it.
 
 `portable` wins over the same variables in the user's environment (`ATEN_CPU_CAPABILITY=
 default`, `MKL_CBWR=AVX2`, `OMP_NUM_THREADS=1`): they are replaced, and the replacement is
-recorded. `native` leaves the libraries' code paths alone (faster; the bits then depend on
-the CPU) and runs numerics.threads threads too. A CPU without AVX2 and FMA, or one that is
-not x86-64, runs native, and says so.
-
-OpenBLAS (NumPy's BLAS) is deliberately left alone: some machines set OPENBLAS_CORETYPE
-because older OpenBLAS builds compute wrong results there. NumPy-computed values are held
-by their golden tolerances, not by identical bits.
+recorded. `native` leaves the libraries' code paths alone (torch's products, tuned to this
+CPU; the bits then depend on it) and runs numerics.threads threads too. A CPU without AVX2
+and FMA, or one that is not x86-64, runs native, and says so.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcrformer.core import blas
 from tcrformer.core.config import ConfigError
 
 MODES = ("portable", "native")
@@ -82,6 +86,8 @@ class Pinned:
     threads: int | None  # numerics.threads; None: the rule's Snakemake threads apply
     reason: str = ""
     replaced: dict[str, str] = field(default_factory=dict)  # variable -> the user's value
+    products: str = blas.TORCH  # blas.OPENBLAS: the portable kernels are loaded and in use
+    notice: str = ""  # why portable mode's products fell back to MKL COMPATIBLE, if they did
 
 
 def cpu_info(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
@@ -118,8 +124,13 @@ def pin(
     numerics: Numerics,
     environ: MutableMapping[str, str] | None = None,
     cpu: Mapping[str, Any] | None = None,
+    load: Callable[[int], Any] = blas.activate,
 ) -> Pinned:
-    """Fix the numerics of this process. Must run before torch is imported."""
+    """Fix the numerics of this process. Must run before torch is imported.
+
+    In portable mode `load(threads)` puts the matrix products on the portable kernels
+    (core.blas.activate; a test passes its own); if it raises blas.Unavailable the products
+    stay in MKL COMPATIBLE, and `notice` says so."""
     environ = os.environ if environ is None else environ
     if environ is os.environ and "torch" in sys.modules:
         raise RuntimeError("tcrformer.numerics.pin must run before torch is imported")
@@ -135,7 +146,16 @@ def pin(
     }
     replaced = {k: environ[k] for k, v in wanted.items() if k in environ and environ[k] != v}
     environ.update(wanted)
-    return Pinned("portable", "portable", numerics.threads, "", replaced)
+    pinned = Pinned("portable", "portable", numerics.threads, "", replaced)
+    try:
+        load(numerics.threads)
+        pinned.products = blas.OPENBLAS
+    except blas.Unavailable as why:
+        pinned.notice = (
+            f"portable numerics without the OpenBLAS kernels ({why}): matrix products run "
+            f"in MKL {PORTABLE_ENV['MKL_CBWR']}, portable but slower, and with other bits"
+        )
+    return pinned
 
 
 def thread_count(pinned: Pinned, threads: int | None = None) -> int | None:
@@ -164,7 +184,8 @@ def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
 
 
 def check_in_force(pinned: Pinned) -> None:
-    """A portable process whose torch does not run at AVX2 was pinned too late: a bug."""
+    """A portable process whose torch does not run at AVX2 was pinned too late, and one
+    whose products are not those it was pinned to lost its kernels: both are bugs."""
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()
@@ -173,6 +194,34 @@ def check_in_force(pinned: Pinned) -> None:
             f"portable numerics asked for {PORTABLE_CAPABILITY}, torch runs {capability}: "
             "torch was imported before tcrformer.numerics.pin"
         )
+    if products_in_force() != pinned.products:
+        raise RuntimeError(
+            f"numerics pinned the products to {pinned.products}, "
+            f"this process runs {products_in_force()}"
+        )
+
+
+def products_in_force() -> str:
+    """blas.OPENBLAS when this process's products run on the portable kernels, else torch."""
+    return blas.OPENBLAS if blas.active() is not None else blas.TORCH
+
+
+def follow(products: str, threads: int) -> None:
+    """A rank started by a pinned process (training.ranks) takes the same products."""
+    if products == blas.OPENBLAS:
+        blas.activate(threads)
+    elif products != blas.TORCH:
+        raise ValueError(f"unknown matrix products {products!r}")
+
+
+def describe_products(pinned: Pinned) -> str:
+    """'OpenBLAS 0.3.34 Haswell kernels, 1 thread', or which torch products run."""
+    kernels = blas.active()
+    if kernels is not None:
+        return kernels.describe()
+    if pinned.mode == "portable":
+        return f"torch (MKL {PORTABLE_ENV['MKL_CBWR']})"
+    return "torch (native)"
 
 
 def mkl_version() -> str:
@@ -196,6 +245,8 @@ def describe(pinned: Pinned) -> dict[str, Any]:
         "replaced_from_environment": dict(sorted(pinned.replaced.items())),
         "cpu": {"machine": cpu["machine"], "model": cpu["model"], "flags": cpu["flags"]},
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "products": describe_products(pinned),
+        "products_notice": pinned.notice,
         "mkl_cbwr": os.environ.get("MKL_CBWR", "automatic"),
         "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "automatic"),
         "threads": torch.get_num_threads(),
@@ -205,17 +256,22 @@ def describe(pinned: Pinned) -> dict[str, Any]:
 
 
 def one_line(numerics: Mapping[str, Any]) -> str:
-    """'portable: torch AVX2, MKL COMPATIBLE,STRICT, 2 ranks of 1 thread on AMD EPYC', a
-    report header (a training's record names its ranks)."""
+    """'portable: torch AVX2, products OpenBLAS 0.3.34 Haswell kernels, MKL COMPATIBLE,STRICT,
+    2 ranks of 1 thread on AMD EPYC', a report header (a training's record names its
+    ranks; a record from before the products were recorded has no products)."""
     threads = numerics["threads"]
     cores = f"{threads} thread{'s' if threads != 1 else ''}"
     ranks = numerics.get("ranks", 1)  # a training's record has it; other jobs run one rank
     if ranks != 1:
         cores = f"{ranks} ranks of {cores}"
+    products = numerics.get("products")
+    products = f"products {products.split(',')[0]}, " if products else ""
     text = (
-        f"{numerics['mode']}: torch {numerics['torch_cpu_capability']}, "
+        f"{numerics['mode']}: torch {numerics['torch_cpu_capability']}, {products}"
         f"MKL {numerics['mkl_cbwr']}, {cores} on {numerics['cpu']['model']}"
     )
     if numerics.get("reason"):
         text += f" ({numerics['reason']})"
+    if numerics.get("products_notice"):
+        text += f" ({numerics['products_notice']})"
     return text

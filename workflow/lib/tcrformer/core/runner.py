@@ -53,6 +53,8 @@ def run(main: Callable[[Any], None], smk: Any) -> None:
         _PINNED = numerics.pin(numerics.Numerics.from_config(smk.config.get("numerics")))
         for name, value in _PINNED.replaced.items():
             log.info("numerics: %s=%s in the environment replaced (portable mode)", name, value)
+        if _PINNED.notice:
+            log.warning("numerics: %s", _PINNED.notice)
         main(smk)
     except EXPECTED_ERRORS as err:
         log.error("%s", err)

@@ -10,12 +10,15 @@ how the arithmetic is issued:
   of (L, d_k) matrices per role;
 - all heads attend at once; on a GPU through `F.scaled_dot_product_attention`, on the CPU
   written out (at L <= 18 that beats PyTorch's fused CPU kernel), with the mask added as a
-  precomputed score bias inside the score product (`torch.baddbmm`);
+  precomputed score bias inside the score product (a `baddbmm`);
 - training on the CPU skips the padding (`packed_loss`): every position-wise layer runs on
   the real rows only, and attention scatters them into its (B, L) grid and gathers back;
 - LayerNorm is `F.layer_norm`; the loss is one fused cross-entropy call;
 - dropout can draw its random bits from a fast NumPy generator (`Dropout.draw_bits_from`),
-  which on the CPU costs a fraction of PyTorch's per-element Bernoulli draws.
+  which on the CPU costs a fraction of PyTorch's per-element Bernoulli draws;
+- every matrix product (the linear maps, the scores, the weighted values) goes through
+  models.products, which runs it on the portable OpenBLAS kernels when the numerics have
+  loaded them (core.numerics), and is torch's own op otherwise.
 
 The same switches as the reference: `norm_first=True` gives a Pre-LN stack (x +
 sublayer(LN(x)), then a final LayerNorm per stack), used by the speedrun recipe; and, for the
@@ -37,6 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from tcrformer.models import products
 from tcrformer.models.transformer import MASKED_SCORE, initialise, make_masks, positional_table
 
 _DRAW_LEVELS = 1 << 16  # dropout draws are 16-bit integers
@@ -101,6 +105,14 @@ class Dropout:
         return keep.mul_(scale).to(dtype)
 
 
+class Linear(nn.Linear):
+    """nn.Linear (same parameters, initialisation and state-dict keys) whose product is
+    models.products.linear."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return products.linear(x, self.weight, self.bias)
+
+
 class Padded:
     """Rows laid out as (B, L, C), padding included: what the evaluation API passes around."""
 
@@ -161,8 +173,8 @@ class Attention(nn.Module):
         super().__init__()
         assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
         self.h, self.d_k, self.dropout = num_heads, d_model // num_heads, dropout
-        self.w_q, self.w_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.w_v, self.w_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.w_q, self.w_k = Linear(d_model, d_model), Linear(d_model, d_model)
+        self.w_v, self.w_o = Linear(d_model, d_model), Linear(d_model, d_model)
         self.record = False  # set by record_attention(): keep the weights in .attn
         self.attn: Tensor | None = None
         self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
@@ -175,7 +187,7 @@ class Attention(nn.Module):
         """x [W_1; W_2; ..]^T + b in one matmul, split per role and head: (B h, L, d_k) each."""
         weight = torch.cat([layer.weight for layer in layers])  # (n d, d)
         bias = torch.cat([layer.bias for layer in layers])  # (n d,)
-        return layout.to_heads(F.linear(x, weight, bias), len(layers), self.h).unbind(0)
+        return layout.to_heads(products.linear(x, weight, bias), len(layers), self.h).unbind(0)
 
     def forward(self, x: Tensor, memory: Tensor | None, scope: Scope) -> Tensor:
         """x: (B, Lq, d) or packed (Nq, d); memory: the same for the keys, None in
@@ -205,11 +217,11 @@ class Attention(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
         """softmax(Q K^T / sqrt(d_k) + bias) V, written out: (B h, Lq, d_k)."""
-        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.scale)  # (B h, Lq, Lk)
+        scores = products.baddbmm(bias, q, k.transpose(1, 2), self.scale)  # (B h, Lq, Lk)
         weights = scores.softmax(-1)
         if self.record:
             self.attn = weights.detach().view(-1, self.h, *weights.shape[1:])  # (B, h, Lq, Lk)
-        return torch.bmm(self.dropout(weights, self.training), v)
+        return products.bmm(self.dropout(weights, self.training), v)
 
 
 def score_bias(mask: Tensor, num_heads: int, batch: int, lq: int) -> Tensor:
@@ -229,7 +241,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: Dropout):
         super().__init__()
-        self.w_1, self.w_2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.w_1, self.w_2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
         self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:  # (B, L, d) -> (B, L, d_ff) -> (B, L, d)
@@ -320,7 +332,7 @@ class EncoderDecoder(nn.Module):
         args = (d_model, num_heads, d_ff, self.dropout, norm_first)
         self.encoder = Stack([EncoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
         self.decoder = Stack([DecoderLayer(*args) for _ in range(num_layers)], d_model, norm_first)
-        self.generator = nn.Linear(d_model, tgt_vocab)
+        self.generator = Linear(d_model, tgt_vocab)
         initialise(self, init)
         if not score_scale:
             for module in self.modules():

@@ -7,6 +7,12 @@ this process before torch is imported) and prints JSON: every step's float32 los
 exact), the sha256 of the saved weights file, and the numerics in force. Two machines that
 print the same JSON computed the same bits. tests/test_numerics.py compares it with
 tests/golden/numerics_fingerprint.json.
+
+    python -m tcrformer.training.fingerprint --config config/config.yaml --products
+
+prints instead the sha256 of every matrix product of PRODUCT_CASES (forward, and the
+gradients of every input): the model's own shapes and the edge cases of a kernel's
+blocking, on exact inputs (integers over a power of two).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ def fingerprint(
 ) -> dict[str, Any]:
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
+    if pinned.notice:
+        print(f"numerics: {pinned.notice}", file=sys.stderr)
     numerics.configure_torch(pinned, threads=None)
     return short_run(config, steps, pinned, seed, ranks)
 
@@ -64,6 +72,76 @@ def short_run(
     }
 
 
+# (name, product, shapes of its inputs): `linear` x (N, d_in), W (d_out, d_in), b (d_out,);
+# `baddbmm` bias, a (B, m, k), b given as (B, n, k) and passed transposed (the scores);
+# `bmm` a (B, m, k), b (B, k, n); `nn` a plain row-major (m, k) @ (k, n), alpha 1, beta 0
+# (the case OpenBLAS would hand to its AVX-512 "direct" shortcut if called row-major).
+PRODUCT_CASES = (
+    ("qkv", "linear", (1597, 64), (192, 64), (192,)),
+    ("w_o", "linear", (1597, 64), (64, 64), (64,)),
+    ("cross_kv", "linear", (1411, 64), (128, 64), (128,)),
+    ("ffn_in", "linear", (1597, 64), (256, 64), (256,)),
+    ("ffn_out", "linear", (1597, 256), (64, 256), (64,)),
+    ("generator", "linear", (1597, 64), (23, 64), (23,)),
+    ("k300", "linear", (211, 300), (77, 300), (77,)),
+    ("odd", "linear", (37, 61), (53, 61), (53,)),
+    ("one_row", "linear", (1, 64), (64, 64), (64,)),
+    ("tiny", "linear", (1, 1), (1, 1), (1,)),
+    ("no_bias", "linear", (2, 3), (5, 3), None),
+    ("scores", "baddbmm", (512, 17, 17), (512, 17, 16), (512, 17, 16)),
+    ("weighted_values", "bmm", (512, 17, 17), (512, 17, 16)),
+    ("odd_batch", "bmm", (7, 5, 3), (7, 3, 9)),
+    ("nn", "nn", (64, 48), (48, 80)),
+)
+
+
+def exact_inputs(shapes, seed: int) -> list:
+    """Float32 tensors of integers over 2^12 in [-2, 2): the same values on any machine."""
+    import numpy as np
+    import torch
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return [
+        None if shape is None
+        else torch.from_numpy((rng.integers(-(2**13), 2**13, shape) / 2**12).astype(np.float32))
+        for shape in shapes
+    ]  # fmt: skip
+
+
+def products_fingerprint() -> dict[str, str]:
+    """{case: sha256 of its output and every input's gradient} in this process's numerics."""
+    from tcrformer.core import blas
+    from tcrformer.models import products
+
+    def run(kind, inputs):
+        if kind == "linear":
+            return products.linear(*inputs)
+        if kind == "baddbmm":
+            bias, a, b = inputs
+            return products.baddbmm(bias, a, b.transpose(1, 2), 0.25)
+        if kind == "bmm":
+            return products.bmm(*inputs)
+        a, b = (t.detach() for t in inputs)  # nn: the plain product, no autograd
+        return (
+            a @ b
+            if blas.active() is None
+            else products.product(a, b, a.new_empty(a.shape[0], b.shape[1]))
+        )
+
+    hashes = {}
+    for index, (name, kind, *shapes) in enumerate(PRODUCT_CASES):
+        inputs = [t if t is None else t.requires_grad_() for t in exact_inputs(shapes, index)]
+        out = run(kind, inputs)
+        tensors = [out.detach()]
+        if out.requires_grad:
+            (upstream,) = exact_inputs([tuple(out.shape)], 1000 + index)
+            out.backward(upstream)
+            tensors += [t.grad for t in inputs if t is not None and t.grad is not None]
+        digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in tensors))
+        hashes[name] = digest.hexdigest()
+    return hashes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="a config YAML (config/config.yaml)")
@@ -71,11 +149,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="replace reversal.seed")
     parser.add_argument("--mode", choices=numerics.MODES, help="replace numerics.mode")
     parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks")
+    parser.add_argument("--products", action="store_true", help="the products' fingerprint")
     args = parser.parse_args(argv)
     config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     if args.mode:
         config["numerics"] = {**(config.get("numerics") or {}), "mode": args.mode}
-    print(json.dumps(fingerprint(config, args.steps, args.seed, args.ranks), indent=2))
+    if args.products:
+        pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
+        numerics.configure_torch(pinned, threads=None)
+        result = {"products": products_fingerprint(), "numerics": numerics.describe(pinned)}
+    else:
+        result = fingerprint(config, args.steps, args.seed, args.ranks)
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -45,11 +45,15 @@ def join(shard: Shard, store: Path, device: torch.device) -> None:
     )
 
 
-def _worker(rank: int, ranks: int, recipe, store: str, checkpoint_dir, threads: int) -> None:
-    """Ranks 1..R-1: the same loop, in a process of their own."""
+def _worker(
+    rank: int, ranks: int, recipe, store: str, checkpoint_dir, threads: int, products: str
+) -> None:
+    """Ranks 1..R-1: the same loop, in a process of their own, on rank 0's products."""
+    from tcrformer.core import numerics
     from tcrformer.training.loop import train_rank
     from tcrformer.training.recipe import resolve_device
 
+    numerics.follow(products, threads)
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     shard = Shard(rank, ranks)
@@ -108,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     for name in ("rank", "ranks", "threads"):
         parser.add_argument(f"--{name}", type=int, required=True)
-    for name in ("recipe", "store"):
+    for name in ("recipe", "store", "products"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--checkpoints", default=None)
     args = parser.parse_args(argv)
     from tcrformer.training.recipe import Recipe
 
     recipe = Recipe(**json.loads(Path(args.recipe).read_text(encoding="utf-8")))
-    _worker(args.rank, args.ranks, recipe, args.store, args.checkpoints, args.threads)
+    _worker(args.rank, args.ranks, recipe, args.store, args.checkpoints, args.threads,
+            args.products)  # fmt: skip
     return 0
 
 

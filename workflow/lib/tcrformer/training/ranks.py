@@ -10,8 +10,9 @@ instead of one after the other.
     workers.close()                                                   # always: see close
 
 Each rank is `python -m tcrformer.training.parallel`, never a copy of the caller's script,
-with the caller's environment (so the portable pins of core.numerics hold in each) and this
-tcrformer first on its path. The ranks meet through a file store in the folder (no port to
+with the caller's environment (so the portable pins of core.numerics hold in each), the
+caller's matrix products (core.blas: the portable kernels, or torch's) and this tcrformer
+first on its path. The ranks meet through a file store in the folder (no port to
 pick).
 """
 
@@ -24,6 +25,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tcrformer.core.numerics import products_in_force
 
 
 @dataclass
@@ -48,7 +51,7 @@ class Workers:
         recipe_file.write_text(json.dumps(recipe.params()), encoding="utf-8")
         command = [sys.executable, "-m", "tcrformer.training.parallel", "--ranks", str(ranks),
                    "--recipe", str(recipe_file), "--store", str(workers.store),
-                   "--threads", str(threads)]  # fmt: skip
+                   "--threads", str(threads), "--products", products_in_force()]  # fmt: skip
         if checkpoint_dir is not None:
             command += ["--checkpoints", str(checkpoint_dir)]
         lib = str(Path(__file__).resolve().parents[2])  # this tcrformer, ahead of any other

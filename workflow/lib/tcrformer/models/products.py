@@ -1,0 +1,159 @@
+"""The fast model's matrix products, through the portable kernels when they are on.
+
+`linear`, `bmm` and `baddbmm` have the meaning of their torch namesakes. When core.blas has
+loaded OpenBLAS's Haswell kernels (portable numerics, core.numerics) and the operands are
+float32 CPU tensors, not under autocast or torch.compile, they run there, forward and
+backward (a torch.autograd.Function each); otherwise they are torch's own ops. Either way
+the reference model (models/transformer.py) stays on torch's ops: it is the oracle.
+
+Shapes, row-major as in torch:  a (..., m, k) @ b (..., k, n) -> (..., m, n). OpenBLAS is
+column-major, so a row-major C = A B is computed as C^T = B^T A^T; a transposed view is
+read in place (the CBLAS transpose flag), never copied.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from tcrformer.core import blas
+
+
+def _portable(*tensors: Tensor) -> bool:
+    if blas.active() is None or torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
+        return False
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+
+
+def _operand(t: Tensor) -> tuple[Tensor, bool]:
+    """(storage, transposed): t itself when contiguous, or the contiguous tensor whose last
+    two axes t swaps (a .transpose(-1, -2) view, read without a copy)."""
+    if t.is_contiguous():
+        return t, False
+    swapped = t.transpose(-1, -2)
+    if swapped.is_contiguous():
+        return swapped, True
+    return t.contiguous(), False
+
+
+def product(a: Tensor, b: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """out = alpha a @ b + beta out, for (m, k) @ (k, n) or a batch (B, m, k) @ (B, k, n);
+    out is contiguous, (m, n) or (B, m, n)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        return out.mul_(beta)
+    a, a_t = _operand(a)
+    b, b_t = _operand(b)
+    count = a.shape[0] if a.dim() == 3 else 1
+    shape = blas.Gemm(
+        m, n, k, a_t, b_t, lda=a.shape[-1], ldb=b.shape[-1], count=count,
+        stride_a=a.shape[-2] * a.shape[-1], stride_b=b.shape[-2] * b.shape[-1],
+    )  # fmt: skip
+    blas.active().sgemm(shape, a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, beta)
+    return out
+
+
+def _filled(value: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """A new contiguous tensor of `shape` holding `value` broadcast: the output a product
+    is added into (never `value` itself, which .contiguous() could return)."""
+    return value.new_empty(shape).copy_(value)
+
+
+def _matmul(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
+    out = a.new_empty((*a.shape[:-1], b.shape[-1]))
+    return product(a, b, out, alpha)
+
+
+class _Linear(torch.autograd.Function):
+    """y = x W^T + b; backward dx = dy W, dW = dy^T x, db = sum over the rows of dy."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        rows = x.reshape(-1, x.shape[-1])  # (N, d_in)
+        if bias is None:
+            y = _matmul(rows, weight.t())
+        else:  # y starts as the bias, the product is added to it (as addmm does)
+            y = _filled(bias, (rows.shape[0], weight.shape[0]))
+            product(rows, weight.t(), y, beta=1.0)
+        ctx.save_for_backward(rows, weight)
+        ctx.in_shape, ctx.with_bias = x.shape, bias is not None
+        return y.view(*x.shape[:-1], weight.shape[0])  # (..., d_out)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        rows, weight = ctx.saved_tensors
+        grad = grad.reshape(-1, weight.shape[0]).contiguous()  # (N, d_out)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = _matmul(grad, weight).view(ctx.in_shape)
+        if ctx.needs_input_grad[1]:
+            dw = _matmul(grad.t(), rows)  # (d_out, d_in)
+        if ctx.with_bias and ctx.needs_input_grad[2]:
+            db = grad.sum(0)
+        return dx, dw, db
+
+
+class _Baddbmm(torch.autograd.Function):
+    """bias + alpha a @ b, batched; bias broadcasts to the output."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, a: Tensor, b: Tensor, alpha: float) -> Tensor:
+        out = _filled(bias, (a.shape[0], a.shape[1], b.shape[2]))
+        product(a, b, out, alpha, beta=1.0)
+        ctx.save_for_backward(a, b)
+        ctx.alpha, ctx.bias_shape = alpha, bias.shape
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        a, b = ctx.saved_tensors
+        grad = grad.contiguous()
+        d_bias = grad.sum_to_size(ctx.bias_shape) if ctx.needs_input_grad[0] else None
+        da = _matmul(grad, b.transpose(1, 2), ctx.alpha) if ctx.needs_input_grad[1] else None
+        db = _matmul(a.transpose(1, 2), grad, ctx.alpha) if ctx.needs_input_grad[2] else None
+        return d_bias, da, db, None
+
+
+class _Bmm(torch.autograd.Function):
+    """a @ b, batched: (B, m, k) @ (B, k, n)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return _matmul(a, b)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        a, b = ctx.saved_tensors
+        grad = grad.contiguous()
+        da = _matmul(grad, b.transpose(1, 2)) if ctx.needs_input_grad[0] else None
+        db = _matmul(a.transpose(1, 2), grad) if ctx.needs_input_grad[1] else None
+        return da, db
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """F.linear: x (..., d_in), weight (d_out, d_in), bias (d_out,) -> (..., d_out)."""
+    if _portable(x, weight, *([] if bias is None else [bias])):
+        return _Linear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def baddbmm(bias: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
+    """torch.baddbmm(bias, a, b, alpha=alpha): bias + alpha a @ b, (B, m, k) @ (B, k, n)."""
+    if _portable(bias, a, b):
+        return _Baddbmm.apply(bias, a, b, alpha)
+    return torch.baddbmm(bias, a, b, alpha=alpha)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """torch.bmm: (B, m, k) @ (B, k, n) -> (B, m, n)."""
+    if _portable(a, b):
+        return _Bmm.apply(a, b)
+    return torch.bmm(a, b)
