@@ -8,8 +8,12 @@ Every block is a fresh process (torch reads its numerics when it is imported), a
 variants alternate block by block, so a machine that gets busier slows all alike; the
 summary takes each variant's median block. Variants:
 
-    portable, R ranks   this repository's training, numerics.mode portable, 1 thread a rank
-    native, 2 threads   the fast path's code paths for this CPU, 2 intra-op threads
+    portable, R ranks   this repository's training, numerics.mode portable, 1 thread a rank,
+                        its matrix products on OpenBLAS's Haswell kernels (core.blas)
+    portable, MKL COMPATIBLE products
+                        the same with the kernels unavailable: the fallback, and what
+                        portable mode ran before the kernels
+    native, T threads   the fast path's code paths for this CPU, T intra-op threads
     notes' training     the reference model (models/transformer.py, the study notes' code)
                         under torch's defaults: native code paths, every core's threads
 
@@ -34,15 +38,19 @@ else:
     ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "bench_ranks.py"
 VARIANTS = {  # label: (numerics mode, ranks, threads a rank or None for torch's default, impl,
-    #                   the batch's share a process trains on)
-    "portable, 1 rank": ("portable", 1, 1, "fast", 1),
-    "portable, 1 rank, half the batch": ("portable", 1, 1, "fast", 2),
-    "portable, 2 ranks": ("portable", 2, 1, "fast", 1),
-    "portable, 4 ranks": ("portable", 4, 1, "fast", 1),
-    "native, 2 threads": ("native", 1, 2, "fast", 1),
-    "notes' training (reference, torch defaults)": ("native", 1, None, "reference", 1),
+    #                   the batch's share a process trains on, the portable kernels?)
+    "portable, 1 rank": ("portable", 1, 1, "fast", 1, True),
+    "portable, 1 rank, MKL COMPATIBLE products": ("portable", 1, 1, "fast", 1, False),
+    "portable, 1 rank, half the batch": ("portable", 1, 1, "fast", 2, True),
+    "portable, 2 ranks (the default)": ("portable", 2, 1, "fast", 1, True),
+    "native, 1 thread": ("native", 1, 1, "fast", 1, False),
+    "native, 2 threads": ("native", 1, 2, "fast", 1, False),
+    "notes' training (reference, torch defaults)": ("native", 1, None, "reference", 1, False),
 }
 HALF = "portable, 1 rank, half the batch"  # what one of 2 ranks computes, with nothing shared
+NATIVE_1 = "native, 1 thread"
+DEFAULT = "portable, 2 ranks (the default)"
+NOTES = "notes' training (reference, torch defaults)"
 AVX2_FLOPS_PER_CYCLE = 32  # 2 FMA units x 8 float32 lanes x (multiply + add)
 
 
@@ -80,15 +88,16 @@ def worker(config_path: Path, variant: str, steps: int, warmup: int) -> dict:
     """One block in this (fresh) process: pin, import torch, time `steps` training steps."""
     import yaml
 
-    from tcrformer.core import numerics
+    from tcrformer.core import blas, numerics
 
-    mode, ranks, threads, impl, divisor = VARIANTS[variant]
+    mode, ranks, threads, impl, divisor, kernels = VARIANTS[variant]
     config = yaml.safe_load(config_path.read_text())
     if threads is None:  # torch's defaults: leave the process alone
         pinned = numerics.pin(numerics.Numerics("native", 1))
         import torch
     else:
-        pinned = numerics.pin(numerics.Numerics(mode, threads))
+        load = blas.activate if kernels else _without_kernels
+        pinned = numerics.pin(numerics.Numerics(mode, threads), load=load)
         numerics.configure_torch(pinned, threads)
         import torch
     from tcrformer.training.parallel import train_on
@@ -111,7 +120,14 @@ def worker(config_path: Path, variant: str, steps: int, warmup: int) -> dict:
         "threads": torch.get_num_threads(),
         "ranks": ranks,
         "mode": pinned.mode,
+        "products": numerics.describe_products(pinned),
     }
+
+
+def _without_kernels(threads: int) -> None:
+    from tcrformer.core import blas
+
+    raise blas.Unavailable("the benchmark's MKL COMPATIBLE variant")
 
 
 def run_block(args, variant: str) -> dict:
@@ -123,19 +139,22 @@ def run_block(args, variant: str) -> dict:
 
 def summary(args, rate: dict[str, dict], cpu: str) -> str:
     base = rate["portable, 1 rank"]["steps_per_s"]
-    notes = rate["notes' training (reference, torch defaults)"]["steps_per_s"]
+    notes = rate[NOTES]["steps_per_s"]
+    native = rate[NATIVE_1]["steps_per_s"]
     lines = [
         "# Ranks benchmark: one training run on every core",
         "",
         f"CPU: {cpu}, {os.cpu_count()} cores. Paper recipe, {args.steps} timed steps after "
         f"{args.warmup} warm-up steps per block, {args.blocks} alternating blocks, median block.",
         "",
-        "| variant | steps/s | x portable 1 rank | x notes' training | GFLOP/s | of AVX2 peak |",
-        "|---|---|---|---|---|---|",
+        "| variant | steps/s | x portable 1 rank | x native 1 thread | x notes' training "
+        "| GFLOP/s | of AVX2 peak |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label, r in rate.items():
         lines.append(
             f"| {label} | {r['steps_per_s']:.2f} | {r['steps_per_s'] / base:.2f} "
+            f"| {r['steps_per_s'] / native:.2f} "
             f"| {r['steps_per_s'] / notes:.2f} | {r['gflop_per_s']:.1f} "
             f"| {r['peak_fraction']:.1%} of {r['cores']} core(s) |"
         )
@@ -145,6 +164,10 @@ def summary(args, rate: dict[str, dict], cpu: str) -> str:
         f"One rank on half the batch runs at {bound:.2f}x one rank on all of it: the most that "
         "2 ranks could give, with no communication and no wait for the slower half, since "
         "each of them still pays the whole of a step's per-operation cost.",
+        "",
+        f"Portable 1 rank against native 1 thread: {base / native:.2f}x; the default run's "
+        f"training ({DEFAULT}) against the notes' training: "
+        f"{rate[DEFAULT]['steps_per_s'] / notes:.2f}x.",
     ]
     return "\n".join(lines) + "\n"
 

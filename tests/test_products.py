@@ -91,12 +91,15 @@ def test_a_product_never_writes_into_its_bias(kernels):
 
 
 def test_torch_ops_run_where_the_kernels_do_not_apply(kernels):
-    """float64, bfloat16 autocast and a switched-off kernel: torch's own op, bit for bit."""
+    """float64, bfloat16 autocast, vmap and a switched-off kernel: torch's own op."""
     x, weight, bias = rand(6, 4).double(), rand(3, 4).double(), rand(3).double()
     assert torch.equal(products.linear(x, weight, bias), F.linear(x, weight, bias))
     x32, w32 = rand(6, 4, grad=False), rand(3, 4, grad=False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert products.linear(x32, w32).dtype == torch.bfloat16
+    stacked = torch.stack([w32, 2 * w32])  # (2, 3, 4): two models' weights, vmapped
+    batched = torch.func.vmap(lambda w: products.linear(x32, w))(stacked)
+    assert torch.equal(batched, torch.func.vmap(lambda w: F.linear(x32, w))(stacked))
     blas.deactivate()
     assert torch.equal(products.linear(x32, w32), F.linear(x32, w32))
 

@@ -2,7 +2,7 @@
 
 `linear`, `bmm` and `baddbmm` have the meaning of their torch namesakes. When core.blas has
 loaded OpenBLAS's Haswell kernels (portable numerics, core.numerics) and the operands are
-float32 CPU tensors, not under autocast or torch.compile, they run there, forward and
+float32 CPU tensors, not under autocast, torch.compile or vmap, they run there, forward and
 backward (a torch.autograd.Function each); otherwise they are torch's own ops. Either way
 the reference model (models/transformer.py) stays on torch's ops: it is the oracle.
 
@@ -22,7 +22,11 @@ from tcrformer.core import blas
 
 
 def _portable(*tensors: Tensor) -> bool:
+    """Run here? Not under autocast, torch.compile or torch.func's transforms (vmap, grad:
+    their batched tensors have no plain memory to hand to a C library)."""
     if blas.active() is None or torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
+        return False
+    if torch._C._are_functorch_transforms_active():
         return False
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
