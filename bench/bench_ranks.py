@@ -74,13 +74,20 @@ def step_flops(recipe) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from tcrformer.core import blas
     from tcrformer.training.loop import make_step, new_run
 
     run = new_run(recipe, torch.device("cpu"))
     step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
     src, tgt = run.strings.next_batch()
-    with FlopCounterMode(display=False) as counter:
-        step(src, tgt)
+    kernels = blas.active()  # the counter sees torch's ops only: count on them, same math
+    blas.deactivate()
+    try:
+        with FlopCounterMode(display=False) as counter:
+            step(src, tgt)
+    finally:
+        if kernels is not None:
+            blas.activate()
     return float(counter.get_total_flops())
 
 
@@ -124,7 +131,7 @@ def worker(config_path: Path, variant: str, steps: int, warmup: int) -> dict:
     }
 
 
-def _without_kernels(threads: int) -> None:
+def _without_kernels() -> None:
     from tcrformer.core import blas
 
     raise blas.Unavailable("the benchmark's MKL COMPATIBLE variant")

@@ -98,13 +98,13 @@ AVX2_CPU = {"machine": "x86_64", "model": "test", "flags": [], "all_flags": {"av
 
 
 class Loader:
-    """A stand-in for blas.activate: records the threads asked for, or raises `fails`."""
+    """A stand-in for blas.activate: counts its calls, or raises `fails`."""
 
     def __init__(self, fails: str = ""):
         self.fails, self.calls = fails, []
 
-    def __call__(self, threads: int) -> None:
-        self.calls.append(threads)
+    def __call__(self) -> None:
+        self.calls.append("load")
         if self.fails:
             raise blas.Unavailable(self.fails)
 
@@ -113,7 +113,7 @@ def test_pin_sets_every_variable_and_records_what_it_replaced():
     environ, load = dict(HOSTILE), Loader()
     pinned = numerics.pin(numerics.Numerics("portable", 3), environ, AVX2_CPU, load)
     assert pinned.mode == "portable" and pinned.threads == 3
-    assert load.calls == [3] and pinned.products == blas.OPENBLAS and not pinned.notice
+    assert load.calls == ["load"] and pinned.products == blas.OPENBLAS and not pinned.notice
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2"
     assert environ["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
@@ -190,6 +190,6 @@ def test_the_report_header_names_the_ranks_a_training_ran_on():
 
 def test_a_rank_follows_the_products_it_is_given():
     with pytest.raises(ValueError, match="unknown matrix products 'mkl'"):
-        numerics.follow("mkl", 1)
-    numerics.follow(blas.TORCH, 1)
+        numerics.follow("mkl")
+    numerics.follow(blas.TORCH)
     assert numerics.products_in_force() == blas.TORCH

@@ -35,7 +35,7 @@ AVX512_HERE = "avx512f" in numerics.cpu_info()["all_flags"]
 def kernels():
     """The portable kernels on in this process for one test, then torch's products again."""
     try:
-        yield blas.activate(1)
+        yield blas.activate()
     except blas.Unavailable as why:
         pytest.skip(str(why))
     finally:
@@ -75,6 +75,16 @@ def test_each_product_and_its_gradients_agree_with_torch(kernels, name):
     for mine, reference in zip(inputs, copies, strict=True):
         if mine.requires_grad:
             torch.testing.assert_close(mine.grad, reference.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_the_kernels_run_one_thread_whatever_torch_runs(kernels):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert kernels.cdll.scipy_openblas_get_num_threads() == blas.THREADS == 1
+        assert kernels.describe().endswith("Haswell kernels, 1 thread")
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_product_never_writes_into_its_bias(kernels):
@@ -168,7 +178,7 @@ def test_kernels_loaded_earlier_with_other_kernels_are_refused():
     code = "\n".join([
         "import ctypes", "from tcrformer.core import blas",
         "ctypes.CDLL(str(blas.library_path()))",  # loaded as the environment says: Prescott
-        "try:", "    blas.load_kernels(1)", "except blas.Unavailable as why:", "    print(why)",
+        "try:", "    blas.load_kernels()", "except blas.Unavailable as why:", "    print(why)",
     ])  # fmt: skip
     env = {**os.environ, "OPENBLAS_CORETYPE": "Prescott"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

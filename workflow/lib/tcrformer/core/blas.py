@@ -31,6 +31,11 @@ OPENBLAS = "openblas-haswell"  # the products' path when the kernels are loaded
 TORCH = "torch"  # torch's own products (MKL): COMPATIBLE in portable mode, native otherwise
 PACKAGE = "scipy_openblas32"
 _LIBRARY_FILE = "libscipy_openblas.so"
+# One thread, whatever numerics.threads says. OpenBLAS's threaded driver splits k otherwise
+# than its serial one (other bits), and its spinning threads fight torch's OpenMP threads
+# for the cores: on 2 cores, 2 + 2 threads trained at 0.80 steps/s against 12.4 at 1 + 1
+# (bench/README.md). The cores are better spent on data-parallel ranks.
+THREADS = 1
 _COL_MAJOR, _NO_TRANS, _TRANS = 102, 111, 112  # CBLAS enums
 
 
@@ -40,20 +45,18 @@ class Unavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Kernels:
-    """The loaded library: its handle, the kernel family it runs, its threads."""
+    """The loaded library: its handle and the kernel family it runs."""
 
     cdll: ctypes.CDLL
     path: str
     corename: str
     config: str  # OpenBLAS's own description: version, build options
-    threads: int
 
     def describe(self) -> str:
         """'OpenBLAS 0.3.34 Haswell kernels, 1 thread'."""
         words = self.config.split()
         version = words[1] if len(words) > 1 else "?"
-        threads = f"{self.threads} thread{'s' if self.threads != 1 else ''}"
-        return f"OpenBLAS {version} {self.corename} kernels, {threads}"
+        return f"OpenBLAS {version} {self.corename} kernels, {THREADS} thread"
 
     def sgemm(self, gemm: Gemm, a: int, b: int, c: int, alpha: float, beta: float) -> None:
         """C = alpha op(A) op(B) + beta C for the float32 row-major matrices at addresses
@@ -100,14 +103,14 @@ def library_path() -> Path:
     return path
 
 
-def load_kernels(threads: int) -> Kernels:
-    """Load OpenBLAS with its Haswell kernels and `threads` threads, or raise Unavailable.
+def load_kernels() -> Kernels:
+    """Load OpenBLAS with its Haswell kernels on one thread, or raise Unavailable.
 
     OpenBLAS reads OPENBLAS_CORETYPE once, when the library is first loaded; it is set only
     for that moment, so NumPy's OpenBLAS and child processes keep the user's environment.
     """
     path = library_path()
-    wanted = {"OPENBLAS_CORETYPE": KERNELS, "OPENBLAS_NUM_THREADS": str(threads)}
+    wanted = {"OPENBLAS_CORETYPE": KERNELS, "OPENBLAS_NUM_THREADS": str(THREADS)}
     saved = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
     try:
@@ -125,10 +128,10 @@ def load_kernels(threads: int) -> Kernels:
     corename = cdll.scipy_openblas_get_corename().decode()
     if corename != KERNELS:  # loaded earlier in this process, before the core was set
         raise Unavailable(f"{path.name} runs its {corename} kernels here, not {KERNELS}")
-    cdll.scipy_openblas_set_num_threads(threads)
+    cdll.scipy_openblas_set_num_threads(THREADS)
     _declare(cdll)
     config = cdll.scipy_openblas_get_config().decode()
-    return Kernels(cdll, str(path), corename, config, threads)
+    return Kernels(cdll, str(path), corename, config)
 
 
 def _declare(cdll: ctypes.CDLL) -> None:
@@ -143,11 +146,11 @@ def _declare(cdll: ctypes.CDLL) -> None:
 _ACTIVE: Kernels | None = None
 
 
-def activate(threads: int) -> Kernels:
+def activate() -> Kernels:
     """Route this process's products through the portable kernels (idempotent)."""
     global _ACTIVE
-    if _ACTIVE is None or _ACTIVE.threads != threads:
-        _ACTIVE = load_kernels(threads)
+    if _ACTIVE is None:
+        _ACTIVE = load_kernels()
     return _ACTIVE
 
 

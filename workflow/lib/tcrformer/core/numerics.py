@@ -13,7 +13,8 @@ before torch is imported, which is the only time the libraries read them:
                                     for what still calls MKL, and for every product when the
                                     OpenBLAS kernels cannot be loaded
     ONEDNN_MAX_CPU_ISA=AVX2         oneDNN no higher than AVX2
-    numerics.threads                intra-op threads (OMP/MKL/OpenBLAS, torch.set_num_threads)
+    numerics.threads                intra-op threads (OMP/MKL, torch.set_num_threads); the
+                                    OpenBLAS kernels run one thread (core.blas.THREADS)
 
 Why OpenBLAS and not MKL for the products: MKL honours MKL_CBWR=AVX2 on Intel CPUs only; on
 an AMD CPU it falls back to its own automatic dispatch, so an Intel Xeon and an AMD EPYC
@@ -124,11 +125,11 @@ def pin(
     numerics: Numerics,
     environ: MutableMapping[str, str] | None = None,
     cpu: Mapping[str, Any] | None = None,
-    load: Callable[[int], Any] = blas.activate,
+    load: Callable[[], Any] = blas.activate,
 ) -> Pinned:
     """Fix the numerics of this process. Must run before torch is imported.
 
-    In portable mode `load(threads)` puts the matrix products on the portable kernels
+    In portable mode `load()` puts the matrix products on the portable kernels
     (core.blas.activate; a test passes its own); if it raises blas.Unavailable the products
     stay in MKL COMPATIBLE, and `notice` says so."""
     environ = os.environ if environ is None else environ
@@ -148,7 +149,7 @@ def pin(
     environ.update(wanted)
     pinned = Pinned("portable", "portable", numerics.threads, "", replaced)
     try:
-        load(numerics.threads)
+        load()
         pinned.products = blas.OPENBLAS
     except blas.Unavailable as why:
         pinned.notice = (
@@ -206,10 +207,10 @@ def products_in_force() -> str:
     return blas.OPENBLAS if blas.active() is not None else blas.TORCH
 
 
-def follow(products: str, threads: int) -> None:
+def follow(products: str) -> None:
     """A rank started by a pinned process (training.ranks) takes the same products."""
     if products == blas.OPENBLAS:
-        blas.activate(threads)
+        blas.activate()
     elif products != blas.TORCH:
         raise ValueError(f"unknown matrix products {products!r}")
 

@@ -53,7 +53,7 @@ def _worker(
     from tcrformer.training.loop import train_rank
     from tcrformer.training.recipe import resolve_device
 
-    numerics.follow(products, threads)
+    numerics.follow(products)
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     shard = Shard(rank, ranks)
