@@ -136,9 +136,9 @@ def test_the_fast_model_on_the_kernels_still_matches_the_reference(kernels):
 # The bits, in fresh processes -------------------------------------------------------------
 
 
-def products_run(patch: str = "") -> dict:
+def products_run(patch: str = "", env: dict | None = None) -> dict:
     """PRODUCT_CASES' hashes in a fresh pinned process, after `patch` to core.blas."""
-    return run_fingerprint("--products", patch=patch)
+    return run_fingerprint("--products", patch=patch, env=env)
 
 
 @needs_avx2
@@ -149,6 +149,16 @@ def test_every_product_gives_the_committed_bits():
     differ = [name for name in committed if ours["products"][name] != committed[name]]
     assert not differ, f"other bits than committed in {differ}"
     assert set(ours["products"]) == set(committed)
+
+
+@needs_avx2
+def test_the_users_openblas_settings_do_not_change_the_bits():
+    """OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS in the environment are the user's (and
+    NumPy's); the kernels are loaded with their own."""
+    hostile = {"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "2"}
+    ours = products_run(env=hostile)
+    assert ours["products"] == FINGERPRINT["products"]["sha256"]
+    assert ours["numerics"]["products"].endswith("Haswell kernels, 1 thread")
 
 
 @needs_avx2
