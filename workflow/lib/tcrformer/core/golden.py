@@ -453,7 +453,7 @@ def report_markdown(
     numerics: Mapping[str, Mapping] | None = None,
     method: Mapping | None = None,
 ) -> str:
-    """The report; `numerics` maps a process to its tcrformer.numerics.describe() record,
+    """The report; `numerics` maps a process to its tcrformer.core.numerics.describe() record,
     `method` is read_method(golden_file): the trained values' budget and how their bands
     were made."""
     from tcrformer.core.numerics import one_line

@@ -2,8 +2,9 @@
 
 Nothing here depends on the clock, so two runs of the same commit and config on one machine
 write the same manifest. Wall-clock times live in the benchmark files instead. The
-numerics in force (tcrformer.numerics: CPU, the kernels torch used, MKL's branch, threads)
-are recorded per process that computed with torch, since trained bits depend on them.
+numerics in force (tcrformer.core.numerics: CPU, the kernels torch used, the products,
+MKL's branch, threads) are recorded per process that computed with torch, since trained
+bits depend on them.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def build(
 ) -> dict:
     """The manifest: versions, git state, config digest, numerics, {path: sha256, bytes, rule}.
 
-    `numerics` maps a process (a rule name) to what tcrformer.numerics.describe said there.
+    `numerics` maps a process (a rule name) to what tcrformer.core.numerics.describe said there.
     """
     files = {
         path: {"sha256": sha256(path), "bytes": Path(path).stat().st_size, "rule": rule}

@@ -134,7 +134,7 @@ def pin(
     stay in MKL COMPATIBLE, and `notice` says so."""
     environ = os.environ if environ is None else environ
     if environ is os.environ and "torch" in sys.modules:
-        raise RuntimeError("tcrformer.numerics.pin must run before torch is imported")
+        raise RuntimeError("tcrformer.core.numerics.pin must run before torch is imported")
     if numerics.mode == "native":
         return Pinned("native", "native", numerics.threads, "numerics.mode = native")
     ok, reason = portable_supported(cpu)
@@ -193,7 +193,7 @@ def check_in_force(pinned: Pinned) -> None:
     if pinned.mode == "portable" and capability != PORTABLE_CAPABILITY:
         raise RuntimeError(
             f"portable numerics asked for {PORTABLE_CAPABILITY}, torch runs {capability}: "
-            "torch was imported before tcrformer.numerics.pin"
+            "torch was imported before tcrformer.core.numerics.pin"
         )
     if products_in_force() != pinned.products:
         raise RuntimeError(

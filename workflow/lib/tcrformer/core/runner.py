@@ -6,7 +6,7 @@ non-zero exit, instead of a traceback. Anything else is a bug: its traceback goe
 rule's log too (under SLURM the console is a job file elsewhere; the log is where users
 look), and the exception is raised on.
 
-Before main runs, the process's numerics are pinned (`tcrformer.numerics`): torch reads
+Before main runs, the process's numerics are pinned (`tcrformer.core.numerics`): torch reads
 them when it is imported, so rule scripts import torch inside main, never at the top,
 and call `torch_numerics(smk)` before they compute.
 """

@@ -61,7 +61,6 @@ CLASS_COLOURS = {
     "special": "#555555",
 }
 SEGMENT_COLOURS = {"V-gene": "#3b7dd8", "junction": "#e07b24", "J-gene": "#2e9e6b"}
-MODEL_COLOURS = {"esm2": "#5b4bb7", "sceptr": "#2f8f9d"}
 MODEL_NAMES = {"esm2": "ESM-2", "sceptr": "SCEPTR"}
 HIGHLIGHT = "#c0392b"
 QUERY = "#f2a93b"  # the query arrow of Fig. 2, drawn wide and pale under the keys

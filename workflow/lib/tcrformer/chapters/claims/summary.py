@@ -132,10 +132,6 @@ def pooled_bins(seeds: Sequence[Mapping[str, Any]]) -> list[list[float]]:
     return np.column_stack([count, weighted]).tolist()
 
 
-def _or_none(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
 def figure_data(settings, metrics, histories, analytic_results, cost, cost_table, speed, table):
     every = 10
     experiments = [c for c in settings.claims if c.kind == "experiment"]

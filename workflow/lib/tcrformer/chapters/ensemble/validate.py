@@ -6,8 +6,10 @@ Two checks, both judged by the golden check itself (`tcrformer.core.golden.check
 what is measured is what a user's run gets:
 
 - leave one out: for each fitting seed, bands fitted on the other n - 1 judge it;
-- out of sample: the committed bands judge every seed of a second ensemble
-  (config/golden/ensemble_holdout.csv) that they were not built from.
+- out of sample: the committed bands judge every seed of an ensemble they were not built
+  from: config/golden/ensemble_holdout.csv (seeds 32..47, the numerics of their day), and
+  ensemble_holdout_kernels.csv (seeds 48..63, portable numerics on the OpenBLAS kernels,
+  which the bands' seeds never ran: a draw at new numerics, as a user's run is).
 
 A draw fails when any trained key FAILs. Under the budget, failures over m draws are at
 most Binomial(m, budget); `allowed` says whether the observed count is consistent with that
@@ -31,7 +33,11 @@ from tcrformer.chapters.ensemble import bands as ensemble_bands
 from tcrformer.core import golden
 
 CONFIDENCE = 0.95  # of the test that a failure count is within the budget
-CHECKS = ("leave_one_out", "out_of_sample")
+HOLDOUTS = {  # check: the committed file of an ensemble the bands were not fitted on
+    "out_of_sample": "ensemble_holdout",
+    "out_of_sample_kernels": "ensemble_holdout_kernels",
+}
+CHECKS = ("leave_one_out", *HOLDOUTS)
 
 
 @dataclass(frozen=True)
@@ -130,9 +136,11 @@ def committed(golden_file: str | Path, checks: tuple[str, ...] = CHECKS) -> dict
         done["leave_one_out"] = leave_one_out(
             seeds, entries, prefix, budget, floor=fit["floor"], eval_n=fit["eval_n"]
         )
-    if "out_of_sample" in checks:
-        holdout = pd.read_csv(folder / "ensemble_holdout.csv")
-        done["out_of_sample"] = judge_draws(holdout, entries, prefix, "out of sample", budget)
+    for check, stem in HOLDOUTS.items():
+        if check in checks:
+            holdout = pd.read_csv(folder / f"{stem}.csv")
+            name = check.replace("_", " ")
+            done[check] = judge_draws(holdout, entries, prefix, name, budget)
     return done
 
 
@@ -156,7 +164,7 @@ def enlarged_placement(golden_file: str | Path) -> pd.DataFrame:
     from tcrformer.chapters.ensemble import distributions
 
     folder = Path(golden_file).parent
-    names = ("ensemble_seeds.csv", "ensemble_holdout.csv")
+    names = ("ensemble_seeds.csv", *(f"{stem}.csv" for stem in HOLDOUTS.values()))
     both = pd.concat([pd.read_csv(folder / name) for name in names], ignore_index=True)
     entries, _ = golden.load_golden(golden_file)
     published = {e.key: e.value for e in entries if e.chapter == "reversal"}
