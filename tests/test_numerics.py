@@ -37,6 +37,7 @@ def test_the_fingerprint_holds_on_this_machine(portable_run):
     ours = portable_run
     assert ours["numerics"]["torch_cpu_capability"] == "AVX2"
     assert ours["numerics"]["threads"] == 1
+    assert ours["numerics"]["products"] == FINGERPRINT["made_on"]["products"], ours["numerics"]
     first_different = next(
         (i + 1 for i, (a, b) in enumerate(zip(ours["losses_float32_hex"],
          FINGERPRINT["losses_float32_hex"], strict=True)) if a != b), None,
