@@ -34,11 +34,16 @@ def fingerprint(
     config: dict[str, Any], steps: int, seed: int | None = None, ranks: int = 1
 ) -> dict[str, Any]:
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
+    return short_run(config, steps, pin_from_config(config), seed, ranks)
+
+
+def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
+    """This process's numerics, from config's `numerics:`, a fallback said on stderr."""
     pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
     if pinned.notice:
         print(f"numerics: {pinned.notice}", file=sys.stderr)
     numerics.configure_torch(pinned, threads=None)
-    return short_run(config, steps, pinned, seed, ranks)
+    return pinned
 
 
 def short_run(
@@ -155,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode:
         config["numerics"] = {**(config.get("numerics") or {}), "mode": args.mode}
     if args.products:
-        pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
-        numerics.configure_torch(pinned, threads=None)
+        pinned = pin_from_config(config)
         result = {"products": products_fingerprint(), "numerics": numerics.describe(pinned)}
     else:
         result = fingerprint(config, args.steps, args.seed, args.ranks)
