@@ -1,17 +1,14 @@
-"""Benchmark: what portable numerics cost, and what batching seeds buys, in one run.
+"""Benchmark: what portable numerics cost, in one run.
 
-    python bench/bench_numerics.py --out /tmp/bench [--steps 60 --blocks 3 --seeds 4]
+    python bench/bench_numerics.py --out /tmp/bench [--steps 60 --blocks 3]
 
-Part 1, portable vs native. torch reads its numerics settings once, when it is imported, so
+Portable vs native. torch reads its numerics settings once, when it is imported, so
 each timed block is a fresh process (`--worker`) that pins the mode, trains the paper recipe
 for `--steps` steps after a warm-up and reports steps/s; blocks of the variants alternate,
 so a machine that gets busier slows all alike, and the summary takes the median block.
 Variants: portable at its configured thread count, native at the same count, native at two.
-
-Part 2, batched vs separate seeds. In one portable process: K seeds trained one after the
-other (`train`, the separate jobs' code) against the same K seeds as one batched
-computation (`train_batched`), alternating; the ratio is per-seed steps per second.
-Times are for reading, never for tests.
+Times are for reading, never for tests. (Seeds batched into one vmapped computation were
+measured here too, at 0.69x separate runs on 2 cores; they are gone: bench/README.md.)
 """
 
 from __future__ import annotations
@@ -85,46 +82,9 @@ def numerics_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
     return rows, rate
 
 
-def ensemble_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
-    """Separate vs batched, in this process (pinned portable before torch is imported)."""
-    import yaml
-
-    from tcrformer.core import numerics
-
-    config = yaml.safe_load(args.config.read_text())
-    pinned = numerics.pin(numerics.Numerics("portable", threads))
-    numerics.configure_torch(pinned, threads)
-    from tcrformer.chapters.ensemble.batched import train_batched
-    from tcrformer.training.loop import train
-    from tcrformer.training.recipe import recipe_from_config, with_overrides
-
-    recipe = with_overrides(
-        recipe_from_config(config["reversal"]), steps=args.steps, device="cpu", log_every=10**6
-    )
-    seeds = list(range(args.seeds))
-    rows = []
-    for block in range(args.blocks):
-        start = time.perf_counter()
-        for seed in seeds:
-            train(with_overrides(recipe, seed=seed))
-        separate = len(seeds) * args.steps / (time.perf_counter() - start)
-        start = time.perf_counter()
-        train_batched(recipe, seeds)
-        batched = len(seeds) * args.steps / (time.perf_counter() - start)
-        for label, rate in (("separate", separate), ("batched", batched)):
-            rows.append({"part": "ensemble", "block": block, "variant": label,
-                         "seed_steps_per_s": rate, "seeds": len(seeds)})  # fmt: skip
-        print(f"block {block}: separate {separate:.2f}, batched {batched:.2f} seed-steps/s")
-    rate = {
-        label: statistics.median(r["seed_steps_per_s"] for r in rows if r["variant"] == label)
-        for label in ("separate", "batched")
-    }
-    return rows, rate
-
-
-def summary(args, threads, numerics_rate, ensemble_rate, cpu) -> str:
+def summary(args, threads, numerics_rate, cpu) -> str:
     lines = [
-        "# Numerics and ensemble benchmark",
+        "# Numerics benchmark",
         "",
         f"CPU: {cpu}. Paper recipe, {args.steps} timed steps after {args.warmup} warm-up "
         f"steps per block, {args.blocks} alternating blocks, median block.",
@@ -142,15 +102,7 @@ def summary(args, threads, numerics_rate, ensemble_rate, cpu) -> str:
         f"Portable runs {threads} thread(s) (numerics.threads). Native at the same count "
         "isolates what pinning the instruction set costs; native at 2 threads is the default "
         "of `numerics.mode: native`.",
-        "",
-        f"## {args.seeds} seeds: separate runs vs one batched computation (portable, "
-        f"{threads} thread(s))",
-        "",
-        "| variant | seed-steps/s | x separate |",
-        "|---|---|---|",
     ]
-    for label, rate in ensemble_rate.items():
-        lines.append(f"| {label} | {rate:.2f} | {rate / ensemble_rate['separate']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -161,7 +113,6 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--blocks", type=int, default=3)
-    parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "THREADS"))
     args = parser.parse_args(argv)
     if args.worker:
@@ -176,10 +127,9 @@ def main(argv=None) -> None:
 
     threads = (yaml.safe_load(args.config.read_text()).get("numerics") or {}).get("threads", 1)
     numerics_rows, numerics_rate = numerics_part(args, threads)
-    ensemble_rows, ensemble_rate = ensemble_part(args, threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "numerics.csv", pd.DataFrame(numerics_rows + ensemble_rows))
-    text = summary(args, threads, numerics_rate, ensemble_rate, cpu_info()["model"])
+    write_csv(args.out / "numerics.csv", pd.DataFrame(numerics_rows))
+    text = summary(args, threads, numerics_rate, cpu_info()["model"])
     write_text(args.out / "numerics.md", text)
     print(text)
 

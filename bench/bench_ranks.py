@@ -107,14 +107,14 @@ def worker(config_path: Path, variant: str, steps: int, warmup: int) -> dict:
         pinned = numerics.pin(numerics.Numerics(mode, threads), load=load)
         numerics.configure_torch(pinned, threads)
         import torch
-    from tcrformer.training.parallel import train_on
+    from tcrformer.training.loop import train
     from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     recipe = recipe_from_config(config["reversal"])
     recipe = with_overrides(recipe, steps=warmup + steps, device="cpu", log_every=10**6,
                             impl=impl, batch_size=recipe.batch_size // divisor)  # fmt: skip
     marks: list[float] = []
-    train_on(recipe, ranks, on_step=lambda step: marks.append(time.perf_counter()))
+    train(recipe, ranks=ranks, on_step=lambda step: marks.append(time.perf_counter()))
     seconds = marks[-1] - marks[warmup - 1]
     rate = steps / seconds
     flops = step_flops(with_overrides(recipe, steps=1))

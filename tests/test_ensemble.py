@@ -1,8 +1,9 @@
-"""Seed ensembles: settings and bad input, the distribution summaries, batched training's
-statistics, and the target as a user runs it."""
+"""Seed ensembles: settings and bad input, the distribution summaries, the seed file, and
+the target as a user runs it."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -12,15 +13,17 @@ import torch
 import yaml
 
 from tcrformer.chapters.ensemble import distributions as ensemble
-from tcrformer.chapters.ensemble.batched import clip_per_seed, initial_models, train_batched
 from tcrformer.chapters.ensemble.compute import golden_bands
 from tcrformer.chapters.ensemble.settings import Settings as EnsembleSettings
 from tcrformer.core.config import ConfigError
-from tcrformer.training.loop import new_run, train
+from tcrformer.training.loop import new_run
 from tcrformer.training.model import load_seed_model, save_models, state_dicts_equal
 from tcrformer.training.recipe import recipe_from_config, with_overrides
+from tcrformer.validation import validate
 
-from conftest import default_config, snakemake, write_config
+from conftest import ROOT, default_config, snakemake, write_config
+
+SCHEMA_PATH = ROOT / "workflow/schemas/config.schema.yaml"
 
 torch.set_num_threads(1)
 CONFIG = default_config()
@@ -35,32 +38,29 @@ def tiny(**changes):
 
 
 def settings(**section):
-    return EnsembleSettings.from_config({**CONFIG, "ensemble": {**CONFIG["ensemble"], **section}})
+    """The ensemble's settings as the workflow makes them (the schema, then the chapter)."""
+    config = copy.deepcopy({**CONFIG, "ensemble": {**CONFIG["ensemble"], **section}})
+    return validate(config, SCHEMA_PATH)["ensemble"]
 
 
 # Settings ---------------------------------------------------------------------------------------
 
 
-def test_the_default_ensemble_is_32_seeds_of_the_paper_recipe_one_job_each():
+def test_the_default_ensemble_is_32_seeds_of_the_paper_recipe():
     default = settings()
+    assert isinstance(default, EnsembleSettings)
     assert default.recipe == "reversal" and default.seeds == tuple(range(32))
-    assert default.groups() == [(s,) for s in range(32)]
-
-
-def test_seeds_are_grouped_in_order_and_each_seed_knows_its_group():
-    grouped = settings(seeds=[5, 3, 9, 1, 7], group_size=2)
-    assert grouped.groups() == [(5, 3), (9, 1), (7,)]
-    assert [grouped.group_of(s) for s in (5, 3, 9, 1, 7)] == [0, 0, 1, 1, 2]
+    assert default.recipe_for(CONFIG["reversal"], 7).seed == 7
 
 
 @pytest.mark.parametrize(
     ("section", "key", "problem"),
     [
         ({"seeds": []}, "ensemble.seeds", "must not be empty"),
-        ({"seeds": [0, -1]}, "ensemble.seeds", ">= 0"),
-        ({"seeds": [1, 1]}, "ensemble.seeds", "twice"),
+        ({"seeds": [0, -1]}, "ensemble.seeds[1]", ">= 0"),
+        ({"seeds": [1, 1]}, "ensemble.seeds", "non-unique"),
         ({"seeds": list(range(5)), "max_seeds": 4}, "ensemble.seeds", "max_seeds = 4"),
-        ({"recipe": "warp"}, "ensemble.recipe", "reversal, speedrun"),
+        ({"recipe": "warp"}, "ensemble.recipe", "reversal"),
     ],
 )
 def test_bad_ensembles_name_their_key(section, key, problem):
@@ -141,69 +141,12 @@ def test_stochastic_keys_leave_out_strings_and_the_smoothing_floor():
     assert ensemble.stochastic_keys(values) == ["r.loss_step500", "r.x"]
 
 
-# Batched training ---------------------------------------------------------------------------------
+# The seed file -----------------------------------------------------------------------------------
 
 
-def test_batched_seeds_start_from_their_single_runs_weights():
-    recipe = tiny()
-    for seed, model in zip([3, 4], initial_models(recipe, [3, 4]), strict=True):
-        single = new_run(with_overrides(recipe, seed=seed), torch.device("cpu")).model
-        assert state_dicts_equal(model, single)
-
-
-def test_clipping_is_per_seed():
-    grads = {"w": torch.tensor([[3.0, 4.0], [0.3, 0.4]]), "b": torch.zeros(2, 1)}
-    norms = clip_per_seed(grads, 1.0)
-    assert torch.allclose(norms, torch.tensor([5.0, 0.5]))
-    assert torch.allclose(grads["w"][0].norm(), torch.tensor(1.0), atol=1e-5)
-    assert torch.equal(grads["w"][1], torch.tensor([0.3, 0.4]))  # under the threshold: as is
-
-
-def separate_and_batched(seeds, **changes):
-    recipe = tiny(**changes)
-    separate = [train(with_overrides(recipe, seed=s)).losses for s in seeds]
-    batched = [t.losses for t in train_batched(recipe, seeds)]
-    return torch.stack(separate), torch.stack(batched)  # (K, steps) each
-
-
-def test_without_dropout_batched_training_follows_the_separate_runs():
-    """The same weights, batches and optimizer: only the rounding differs (padded vs packed)."""
-    separate, batched = separate_and_batched([0, 1, 2], dropout=0.0)
-    assert torch.allclose(separate, batched, atol=2e-4), (separate - batched).abs().max()
-
-
-def test_with_dropout_batching_changes_the_bits_not_the_statistics():
-    """Criterion fixed before the run: over 8 seeds, the paired difference of the mean loss of
-    the last 10 steps has |t| < 4 (t_7 at two-sided p = 0.005 is 4.03), and the spread over
-    seeds agrees within a factor of 3."""
-    separate, batched = separate_and_batched(list(range(8)), dropout=0.1)
-    assert not torch.equal(separate, batched)
-    s, b = separate[:, -10:].mean(1).numpy(), batched[:, -10:].mean(1).numpy()
-    d = b - s
-    t = d.mean() / (d.std(ddof=1) / np.sqrt(d.size))
-    assert abs(t) < 4, (s, b)
-    assert 1 / 3 < b.std(ddof=1) / s.std(ddof=1) < 3
-
-
-def test_batched_gradients_carry_no_graph_from_step_to_step(monkeypatch):
-    """A gradient with an autograd history keeps every earlier step's graph alive: memory
-    grew by about 320 MB a step for 2 seeds of the paper recipe until the bench ran out."""
-    from tcrformer.chapters.ensemble import batched
-
-    seen = []
-
-    def recording(grads, max_norm):
-        seen.append(any(g.grad_fn is not None or g.requires_grad for g in grads.values()))
-        return clip_per_seed(grads, max_norm)
-
-    monkeypatch.setattr(batched, "clip_per_seed", recording)
-    train_batched(tiny(steps=3), [0, 1])
-    assert seen == [False, False, False]
-
-
-def test_a_group_file_holds_every_seed_and_refuses_a_stranger(tmp_path):
+def test_a_seed_file_holds_its_seeds_and_refuses_a_stranger(tmp_path):
     recipe = tiny(steps=2)
-    models = dict(zip([7, 9], initial_models(recipe, [7, 9]), strict=True))
+    models = {s: new_run(with_overrides(recipe, seed=s), torch.device("cpu")).model for s in (7, 9)}
     path = tmp_path / "models.safetensors"
     save_models(path, models, recipe.architecture())
     assert state_dicts_equal(load_seed_model(path, 9, "fast"), models[9])
@@ -232,10 +175,9 @@ def test_the_ensemble_target_writes_table_figure_and_report(workflow_copy):
     bands = yaml.safe_load((folder / "golden_bands.yaml").read_text())
     assert bands["provenance"]["n"] == 3 and "portable" in bands["provenance"]["numerics"]
     # The ensemble trains what the reversal keys say: 60 steps per seed.
-    losses = pd.read_csv(folder / "group0/losses.csv")
+    losses = pd.read_csv(folder / "seed0/losses.csv")
     assert len(losses) == 60 and set(losses["seed"]) == {0}
-    # A seed of a one-seed group is the single run of that seed on one rank (an ensemble
-    # job's), bit for bit.
+    # A seed's job is the single run of that seed on one rank, bit for bit.
     single = write_config(workflow_copy / "single.yaml", {**ENS, "run": "single",
                           "golden": {"strict": False}, "numerics": {"ranks": 1}})  # fmt: skip
     done = snakemake(workflow_copy, "reversal", "--configfile", str(single), timeout=900)

@@ -9,7 +9,6 @@ import torch
 from tcrformer.core.io import ResultFileError
 from tcrformer.training.checkpoints import checkpoint_path
 from tcrformer.training.loop import train
-from tcrformer.training.parallel import train_on
 from tcrformer.training.ranks import Workers
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 from tcrformer.training.shard import Shard
@@ -31,7 +30,7 @@ def test_two_ranks_take_the_full_batchs_gradient():
     projections' biases: softmax ignores a constant added to every score of a row, so their
     true gradient is 0 and Adam turns the rounding noise they get into steps of full size."""
     recipe = tiny(dropout=0.0)
-    one, two = train(recipe), train_on(recipe, 2)
+    one, two = train(recipe), train(recipe, ranks=2)
     assert torch.allclose(one.losses, two.losses, rtol=1e-5, atol=1e-6)
     for name, a in one.model.state_dict().items():
         if not name.endswith("w_k.bias"):
@@ -42,7 +41,7 @@ def test_two_ranks_take_the_full_batchs_gradient():
 def test_each_rank_draws_its_own_dropout():
     """With dropout the two ranks' masks differ from one rank's stream: other losses."""
     recipe = tiny(dropout=0.3)
-    assert not torch.equal(train(recipe).losses, train_on(recipe, 2).losses)
+    assert not torch.equal(train(recipe).losses, train(recipe, ranks=2).losses)
 
 
 def test_the_rows_and_the_shares_sum_to_the_batch():
@@ -60,9 +59,9 @@ def test_a_killed_two_rank_run_resumes_to_the_same_weights(tmp_path):
     """Stopped at its checkpoint (step 3) and restarted, a two-rank run ends where an
     uninterrupted one does, bit for bit: every rank's dropout stream is in the checkpoint."""
     recipe = tiny(dropout=0.2)
-    whole = train_on(recipe, 2)
+    whole = train(recipe, ranks=2)
     half = with_overrides(recipe, steps=3)
-    train_on(half, 2, checkpoint_dir=tmp_path)  # leaves no checkpoint: it finished
+    train(half, ranks=2, checkpoint_dir=tmp_path)  # leaves no checkpoint: it finished
     assert not checkpoint_path(tmp_path, recipe).exists()
 
     class Stop(Exception):
@@ -73,9 +72,9 @@ def test_a_killed_two_rank_run_resumes_to_the_same_weights(tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        train_on(recipe, 2, checkpoint_dir=tmp_path, on_step=stop_after_the_checkpoint)
+        train(recipe, ranks=2, checkpoint_dir=tmp_path, on_step=stop_after_the_checkpoint)
     assert checkpoint_path(tmp_path, recipe).exists()
-    resumed = train_on(recipe, 2, checkpoint_dir=tmp_path)
+    resumed = train(recipe, ranks=2, checkpoint_dir=tmp_path)
     assert resumed.timing["resumed_from_step"] == 3
     assert torch.equal(resumed.losses, whole.losses)
     for name, value in whole.model.state_dict().items():
@@ -92,15 +91,15 @@ def test_a_checkpoint_of_another_rank_count_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="stop"):
         train(recipe, checkpoint_dir=tmp_path, on_step=stop)  # one rank, checkpoint at 3
     with pytest.raises(ResultFileError, match="checkpoint of 1 ranks, resumed with 2"):
-        train_on(recipe, 2, checkpoint_dir=tmp_path)
+        train(recipe, ranks=2, checkpoint_dir=tmp_path)
 
 
 def test_ranks_started_before_rank_0_train_the_same_run():
     """Ranks 1..R-1 started early (as the rule script does, before it imports torch) train
-    the run that ranks started by train_on itself train, bit for bit."""
+    the run that ranks started by train itself train, bit for bit."""
     recipe = tiny(dropout=0.2)
-    early = train_on(recipe, 2, workers=Workers.start(recipe, 2, torch.get_num_threads()))
-    late = train_on(recipe, 2)
+    early = train(recipe, ranks=2, workers=Workers.start(recipe, 2, torch.get_num_threads()))
+    late = train(recipe, ranks=2)
     assert torch.equal(early.losses, late.losses)
     for name, value in late.model.state_dict().items():
         assert torch.equal(value, early.model.state_dict()[name]), name
@@ -112,6 +111,6 @@ def test_started_ranks_of_another_recipe_are_refused_and_end_with_rank_0():
     for started, recipe in ((Workers.start(tiny(seed=1), 2, 1), tiny()),
                             (Workers.start(tiny(), 3, 1), tiny())):  # fmt: skip
         with pytest.raises(ValueError, match="ranks started train another recipe"):
-            train_on(recipe, 2, workers=started)
+            train(recipe, ranks=2, workers=started)
         assert all(p.poll() is not None for p in started.processes)
         assert not started.store.parent.exists()

@@ -1,12 +1,11 @@
 # Chapter ensemble (target `ensemble`, not part of `all`): the reversal recipe named by
-# `ensemble.recipe`, trained once per seed of `ensemble.seeds` in jobs of
-# `ensemble.group_size` seeds; every seed evaluated exactly as the single run is; every
+# `ensemble.recipe`, trained once per seed of `ensemble.seeds`, one job each, by the same
+# loop as the single run; every seed evaluated exactly as the single run is; every
 # stochastic value summarised as a distribution, with the seed document's value placed in it.
 # tcrformer.chapters.ensemble: settings, compute.{train,evaluate}_ensemble and
 # ensemble_summary, figure_data (Fig. S3, in figures.smk).
 #
-#   results/<run>/ensemble/group<g>/    weights and losses of the seeds of group g
-#   results/<run>/ensemble/seed<s>/     one seed's values.json
+#   results/<run>/ensemble/seed<s>/     one seed's weights, losses and values.json
 #   results/<run>/ensemble/             seeds.csv, ensemble.{csv,md}, loss_bands.csv,
 #                                       golden_bands.yaml, figure_data.json
 
@@ -15,21 +14,20 @@ include: "ensemble_common.smk"
 
 
 wildcard_constraints:
-    group="[0-9]+",
     seed="[0-9]+",
     fault="|".join(POWER.FAULTS),
 
 
 rule train_ensemble:
     output:
-        models=result("ensemble", "group{group}/models.safetensors"),
-        losses=result("ensemble", "group{group}/losses.csv"),
-        numerics=result("ensemble", "group{group}/numerics.json"),
-        timing=result("ensemble", "group{group}/training_time.json"),
+        models=result("ensemble", "seed{seed}/models.safetensors"),
+        losses=result("ensemble", "seed{seed}/losses.csv"),
+        numerics=result("ensemble", "seed{seed}/numerics.json"),
+        timing=result("ensemble", "seed{seed}/training_time.json"),
     log:
-        log_for("train_ensemble_group{group}"),
+        log_for("train_ensemble_seed{seed}"),
     benchmark:
-        benchmark_for("train_ensemble_group{group}")
+        benchmark_for("train_ensemble_seed{seed}")
     conda:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
@@ -37,8 +35,8 @@ rule train_ensemble:
         gpu=0,
         mem_mb=2000,
     params:
-        recipes=ensemble_training,
-        checkpoints=lambda wc: result("ensemble", f"group{wc.group}/checkpoints"),
+        recipe=lambda wc: ensemble_recipe(int(wc.seed)).training_params(),
+        checkpoints=lambda wc: result("ensemble", f"seed{wc.seed}/checkpoints"),
         numerics=NUMERICS,
     script:
         "../scripts/train_ensemble.py"
@@ -46,8 +44,8 @@ rule train_ensemble:
 
 rule evaluate_ensemble:
     input:
-        models=ensemble_group_file("models.safetensors"),
-        losses=ensemble_group_file("losses.csv"),
+        models=rules.train_ensemble.output.models,
+        losses=rules.train_ensemble.output.losses,
     output:
         values=result("ensemble", "seed{seed}/values.json"),
     log:
@@ -67,10 +65,8 @@ rule evaluate_ensemble:
 rule ensemble_summary:
     input:
         values=expand(rules.evaluate_ensemble.output.values, seed=ENSEMBLE.seeds),
-        losses=expand(
-            rules.train_ensemble.output.losses, group=range(len(ENSEMBLE_GROUPS))
-        ),
-        numerics=expand(rules.train_ensemble.output.numerics, group=0)[0],
+        losses=expand(rules.train_ensemble.output.losses, seed=ENSEMBLE.seeds),
+        numerics=expand(rules.train_ensemble.output.numerics, seed=ENSEMBLE.seeds[0])[0],
         golden=config["golden"]["file"],
     output:
         seeds=result("ensemble", "seeds.csv"),

@@ -2,26 +2,10 @@
 import importlib.util
 
 ENSEMBLE = settings("ensemble")
-ENSEMBLE_GROUPS = ENSEMBLE.groups()
 
 
 def ensemble_recipe(seed):
     return ENSEMBLE.recipe_for(config["reversal"], seed)
-
-
-def ensemble_group_file(name):
-    """The file `name` of the group that trained a seed (input function of a seed's rule)."""
-    return lambda wc: result(
-        "ensemble", f"group{ENSEMBLE.group_of(int(wc.seed))}/{name}"
-    )
-
-
-def ensemble_training(wc):
-    """What trains a group's seeds, one recipe each: a change retrains the group."""
-    return [
-        ensemble_recipe(seed).training_params()
-        for seed in ENSEMBLE_GROUPS[int(wc.group)]
-    ]
 
 
 def bench_module(name):

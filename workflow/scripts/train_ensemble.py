@@ -11,13 +11,12 @@ def main(smk):
     from tcrformer.chapters.ensemble.compute import train_ensemble
     from tcrformer.training.recipe import Recipe
 
-    recipes = [Recipe(**params) for params in smk.params.recipes]
-    seeds = [recipe.seed for recipe in recipes]
+    recipe = Recipe(**smk.params.recipe)
     log = logging.getLogger("tcrformer")
-    log.info("ensemble: %s recipe, seeds %s, %d steps", recipes[0].name, seeds, recipes[0].steps)
-    results = train_ensemble(recipes, smk.params.checkpoints, numerics)
+    log.info("ensemble: %s recipe, seed %d, %d steps", recipe.name, recipe.seed, recipe.steps)
+    results = train_ensemble(recipe, smk.params.checkpoints, numerics)
     write_named(smk.output, results)
-    log.info("ensemble: seeds %s trained in %.1f s", seeds, results["timing"]["train_seconds"])
+    log.info("ensemble: seed %d trained in %.1f s", recipe.seed, results["timing"]["train_seconds"])
 
 
 run(main, snakemake)

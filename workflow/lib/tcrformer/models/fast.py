@@ -41,7 +41,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tcrformer.models import products
-from tcrformer.models.transformer import MASKED_SCORE, initialise, make_masks, positional_table
+from tcrformer.models.transformer import (
+    MASKED_SCORE,
+    initialise,
+    make_masks,
+    positional_table,
+    teacher_forcing,
+    token_loss,
+)
 
 _DRAW_LEVELS = 1 << 16  # dropout draws are 16-bit integers
 
@@ -369,7 +376,7 @@ class EncoderDecoder(nn.Module):
         out too: its prediction is padding, and under the causal mask no kept row sees it.
         About a quarter of a batch of 8-16 residue strings is padding.
         """
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, Lt) each
+        tgt_in, tgt_out = teacher_forcing(tgt)  # (B, Lt) each
         src_mask, tgt_mask = make_masks(src, tgt_in, pad)
         src_rows, tgt_rows = Packed(src != pad), Packed(tgt_out != pad)
         h, (B, Lt) = self.num_heads, tgt_in.shape
@@ -381,7 +388,7 @@ class EncoderDecoder(nn.Module):
         y = self._embed(self.tgt_embed, tgt_rows.pack(tgt_in), self.pe[tgt_rows.position])
         logits = self.generator(self.decoder(y, memory, causal, cross))  # (Nt, tgt_vocab)
         target = tgt_rows.pack(tgt_out)  # (Nt,)
-        return F.cross_entropy(logits.float(), target, label_smoothing=label_smoothing)
+        return token_loss(logits, target, label_smoothing, pad)
 
 
 @contextlib.contextmanager

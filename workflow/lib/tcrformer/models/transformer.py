@@ -383,6 +383,20 @@ def make_masks(src: Tensor, tgt_in: Tensor, pad_idx: int = 0) -> tuple[Tensor, T
     return src_mask, tgt_mask
 
 
+def teacher_forcing(tgt: Tensor) -> tuple[Tensor, Tensor]:
+    """A target row <bos> y_1 .. y_L <eos> <pad>.. as the decoder's input (all but the last
+    token) and what it must predict at each position (all but the first): (B, Lt) each."""
+    return tgt[:, :-1], tgt[:, 1:]
+
+
+def token_loss(logits: Tensor, targets: Tensor, label_smoothing: float, pad_idx: int) -> Tensor:
+    """The training objective: the mean label-smoothed cross-entropy over the target tokens,
+    padding ignored. logits (N, V), targets (N,); computed in float32 whatever the model's."""
+    return F.cross_entropy(
+        logits.float(), targets, ignore_index=pad_idx, label_smoothing=label_smoothing
+    )
+
+
 def shift_right(tgt: Tensor, bos: int) -> Tensor:
     """Teacher forcing input: <bos> followed by the target without its last token.
 

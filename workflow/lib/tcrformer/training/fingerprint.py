@@ -51,15 +51,15 @@ def short_run(
     ranks: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """The fingerprint of a process whose numerics are already `pinned`."""
+    from tcrformer.training.loop import train
     from tcrformer.training.model import save_model
-    from tcrformer.training.parallel import train_on
     from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     changes: dict[str, Any] = {"steps": steps, "device": "cpu", "log_every": steps}
     if seed is not None:
         changes["seed"] = seed
     recipe = with_overrides(recipe_from_config(config["reversal"]), **changes)
-    trained = train_on(recipe, ranks)
+    trained = train(recipe, ranks=ranks)
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "model.safetensors"
         save_model(weights, trained.model, recipe.architecture())

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tcrformer.models.transformer import make_masks
+from tcrformer.models.transformer import make_masks, teacher_forcing, token_loss
 from tcrformer.training.checkpoints import (
     CHECKPOINT_FORMAT,
     checkpoint_path,
@@ -45,16 +44,11 @@ LOG = logging.getLogger("tcrformer.reversal")
 
 
 def batch_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
-    """Mean smoothed cross-entropy of predicting tgt[:, 1:] from src and tgt[:, :-1]."""
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, Lt) each
+    """The objective (models.transformer.token_loss) on the padded batch, teacher-forced."""
+    tgt_in, tgt_out = teacher_forcing(tgt)  # (B, Lt) each
     src_mask, tgt_mask = make_masks(src, tgt_in, PAD)  # (B, 1, Ls), (B, Lt, Lt)
     logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, Lt, V)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        tgt_out.flatten(),
-        ignore_index=PAD,
-        label_smoothing=label_smoothing,
-    )
+    return token_loss(logits.flatten(0, 1), tgt_out.flatten(), label_smoothing, PAD)
 
 
 def packed_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
@@ -208,13 +202,21 @@ def new_run(recipe: Recipe, device: torch.device, shard: Shard = SOLO) -> Run:
 def train(
     recipe: Recipe,
     checkpoint_dir: str | Path | None = None,
+    ranks: int = 1,
+    workers=None,
     threads: int | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> Trained:
-    """Train from scratch, or from the last checkpoint in checkpoint_dir if there is one
-    (one rank; training.parallel.train_on trains over several)."""
+    """The one way in: train `recipe` from scratch, or from the last checkpoint in
+    checkpoint_dir if there is one. Over `ranks` > 1 the same step is split by rows
+    (training.parallel; `workers` are ranks 1..R-1 started early by training.ranks, else
+    they start here)."""
     if threads:
         torch.set_num_threads(threads)
+    if ranks > 1:
+        from tcrformer.training.parallel import train_parallel
+
+        return train_parallel(recipe, ranks, checkpoint_dir, on_step, workers)
     device = resolve_device(recipe.device, f"{recipe.config_path}.device")
     return train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
 

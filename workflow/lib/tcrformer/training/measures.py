@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from tcrformer.models.fast import Attention, FeedForward, record_attention
-from tcrformer.models.transformer import greedy_decode, make_masks
+from tcrformer.models.transformer import greedy_decode, make_masks, teacher_forcing
 from tcrformer.training.data import BOS, EOS, PAD, heldout_set
 from tcrformer.training.model import build_model
 
@@ -153,7 +153,7 @@ def calibration(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Any]:
     """Teacher-forced, on the held-out targets: confidence (the top probability) against
     accuracy, their difference (over-confidence), ECE over CALIBRATION_BINS bins, and the
     bins themselves (for the reliability figure)."""
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    tgt_in, tgt_out = teacher_forcing(tgt)
     with torch.no_grad():
         model.eval()
         logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))
@@ -222,7 +222,7 @@ def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str,
     """Every cross-attention head: its mean anti-diagonal attention mass on the held-out
     strings (teacher-forced), and the drop in held-out exact when its output is zeroed."""
     lengths = (src != PAD).sum(1)  # (B,)
-    tgt_in = tgt[:, :-1]
+    tgt_in, _ = teacher_forcing(tgt)
     with torch.no_grad(), record_attention(model):
         model.eval()
         model(src, tgt_in, *make_masks(src, tgt_in, PAD))
@@ -274,7 +274,7 @@ def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
                if isinstance(m, Attention | FeedForward)]  # fmt: skip
-    tgt_in = tgt[:, :-1]
+    tgt_in, _ = teacher_forcing(tgt)
     with torch.no_grad():
         model(src, tgt_in, *make_masks(src, tgt_in, PAD))
     for handle in handles:

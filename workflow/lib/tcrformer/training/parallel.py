@@ -69,19 +69,9 @@ def _device_of(device: torch.device, shard: Shard) -> torch.device:
     return torch.device("cuda", shard.rank) if device.type == "cuda" else device
 
 
-def train_on(recipe, ranks: int = 1, checkpoint_dir=None, on_step=None, workers=None):
-    """Train `recipe` on `ranks` ranks: training.loop.train for one, else train_parallel
-    (with `workers`, ranks 1..R-1 started early by training.ranks, or started here)."""
-    from tcrformer.training.loop import train
-
-    if ranks == 1:
-        return train(recipe, checkpoint_dir=checkpoint_dir, on_step=on_step)
-    return train_parallel(recipe, ranks, checkpoint_dir, on_step, workers)
-
-
 def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, workers=None):
-    """Train `recipe` over `ranks` ranks; returns rank 0's Trained (the model every rank
-    holds, the full batches' losses)."""
+    """Train `recipe` over `ranks` ranks (training.loop.train calls it); returns rank 0's
+    Trained (the model every rank holds, the full batches' losses)."""
     from tcrformer.training.loop import train_rank
     from tcrformer.training.recipe import resolve_device
 

@@ -6,7 +6,7 @@ instead of one after the other.
 
     workers = Workers.start(recipe, ranks, threads, checkpoint_dir)   # before `import torch`
     ...                                                               # rank 0's own imports
-    train_on(recipe, ranks, checkpoint_dir, workers=workers)          # rank 0 joins them
+    train(recipe, checkpoint_dir, ranks, workers)                     # rank 0 joins them
     workers.close()                                                   # always: see close
 
 Each rank is `python -m tcrformer.training.parallel`, never a copy of the caller's script,

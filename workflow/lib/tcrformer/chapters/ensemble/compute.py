@@ -1,7 +1,6 @@
 """Chapter ensemble's rules, each returning its outputs by name.
 
-train_ensemble     one group of seeds: alone, exactly the single run of that seed;
-                   several, one batched computation (batched.py)
+train_ensemble     one seed: exactly the single run of that seed on one rank
 evaluate_ensemble  one seed, evaluated exactly as the single run is
 ensemble_summary   every stochastic value as a distribution over seeds, the seed
                    document's value placed in it, the loss bands, the golden bands
@@ -10,7 +9,7 @@ ensemble_summary   every stochastic value as a distribution over seeds, the seed
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,27 +32,21 @@ def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
     return values
 
 
-def train_ensemble(recipes: Sequence, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
-    """One group: the recipe once per seed (`recipes` differ in their seed alone)."""
-    from tcrformer.chapters.ensemble.batched import train_batched
+def train_ensemble(recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
+    """One seed (the recipe's), trained as the single run is on one rank."""
     from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_models
     from tcrformer.training.values import losses_frame
 
-    seeds = [recipe.seed for recipe in recipes]
-    if len(seeds) == 1:
-        trained = [train(recipes[0], checkpoint_dir=checkpoints)]
-        discard_checkpoints(checkpoints, recipes[0])
-    else:
-        trained = train_batched(recipes[0], seeds)
-    models = {seed: t.model for seed, t in zip(seeds, trained, strict=True)}
-    frames = [losses_frame(t.losses.numpy(), seed) for seed, t in zip(seeds, trained, strict=True)]
+    trained = train(recipe, checkpoint_dir=checkpoints)
+    discard_checkpoints(checkpoints, recipe)
+    models = {recipe.seed: trained.model}
     return {
-        "models": lambda path: save_models(path, models, recipes[0].architecture()),
-        "losses": pd.concat(frames, ignore_index=True),
+        "models": lambda path: save_models(path, models, recipe.architecture()),
+        "losses": losses_frame(trained.losses.numpy(), recipe.seed),
         "numerics": numerics,
-        "timing": {**trained[0].timing, "seeds": seeds},
+        "timing": {**trained.timing, "seed": recipe.seed},
     }
 
 

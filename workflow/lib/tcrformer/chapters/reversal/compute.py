@@ -12,8 +12,8 @@ from typing import Any
 from tcrformer.chapters.reversal import figure_data
 from tcrformer.training.checkpoints import discard_checkpoints
 from tcrformer.training.evaluate import evaluate_recipe
+from tcrformer.training.loop import train
 from tcrformer.training.model import load_model, save_model
-from tcrformer.training.parallel import train_on
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.values import losses_frame, read_losses, recipe_values
 
@@ -24,7 +24,7 @@ def train_reversal(
     """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
     caller started them early, training.ranks); a run killed before the end resumes from
     its last checkpoint."""
-    trained = train_on(recipe, ranks, checkpoint_dir=checkpoints, workers=workers)
+    trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
     discard_checkpoints(checkpoints, recipe)
     return {
         "model": lambda path: save_model(path, trained.model, recipe.architecture()),
