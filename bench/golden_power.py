@@ -98,7 +98,7 @@ def main(smk) -> None:
     numerics = torch_numerics(smk)
     from tcrformer.training.recipe import Recipe, with_overrides
 
-    recipe = with_overrides(Recipe(**smk.params.recipe), seed=int(smk.wildcards.seed))
+    recipe = with_overrides(Recipe.from_params(smk.params.recipe), seed=int(smk.wildcards.seed))
     outputs = {name: smk.output[name] for name in TRAINED}
     values = run_one(smk.wildcards.fault, recipe, outputs, numerics)
     fault = smk.wildcards.fault

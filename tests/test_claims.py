@@ -205,9 +205,9 @@ def test_a_claim_changed_after_registration_is_marked():
     assert registration_mark(replace(claim, v1="other words"), registration, arms) == (
         "as registered"
     )
-    retrained = {**arms, "no_warmup": replace(arms["no_warmup"], warmup=200)}  # an arm moved
+    retrained = {**arms, "no_warmup": arms["no_warmup"].replace(warmup=200)}  # an arm moved
     assert registration_mark(claim, registration, retrained) == CHANGED
-    reseeded = {name: replace(r, seed=5) for name, r in arms.items()}  # a seed is no change
+    reseeded = {name: r.replace(seed=5) for name, r in arms.items()}  # a seed is no change
     assert registration_mark(claim, registration, reseeded) == "as registered"
 
 
@@ -245,7 +245,7 @@ def test_init_scale_and_the_rank_correlation():
 
 def tiny(arm, **changes):
     small = dict(d_model=16, num_heads=2, d_ff=32, batch_size=8, device="cpu", eval_n=40)
-    return replace(SETTINGS.recipe(arm, 0), **{**small, **changes})
+    return SETTINGS.recipe(arm, 0).replace(**{**small, **changes})
 
 
 def test_beam_and_greedy_outputs_are_scored_by_one_function():

@@ -9,7 +9,10 @@ def main(smk):
     from tcrformer.chapters.claims.compute import claims_rnn_speed
     from tcrformer.training.recipe import Recipe
 
-    transformer, gru = Recipe(**smk.params.transformer), Recipe(**smk.params.gru)
+    transformer, gru = (
+        Recipe.from_params(smk.params.transformer),
+        Recipe.from_params(smk.params.gru),
+    )
     write_named(smk.output, claims_rnn_speed(transformer, gru))
 
 

@@ -9,7 +9,7 @@ def main(smk):
     from tcrformer.chapters.ensemble.compute import evaluate_ensemble
     from tcrformer.training.recipe import Recipe
 
-    recipe = Recipe(**smk.params.recipe)
+    recipe = Recipe.from_params(smk.params.recipe)
     write_named(smk.output, evaluate_ensemble(recipe, smk.input.models, smk.input.losses))
 
 

@@ -11,7 +11,7 @@ def main(smk):
     from tcrformer.chapters.reversal.compute import evaluate_reversal
     from tcrformer.training.recipe import Recipe
 
-    recipe = Recipe(**smk.params.recipe)
+    recipe = Recipe.from_params(smk.params.recipe)
     results = evaluate_reversal(recipe, smk.input.model, smk.input.losses)
     write_named(smk.output, results)
     values, prefix = results["values"], recipe.name

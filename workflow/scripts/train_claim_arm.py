@@ -11,7 +11,7 @@ def main(smk):
     from tcrformer.chapters.claims.compute import train_claim_arm
     from tcrformer.training.recipe import Recipe
 
-    recipe = Recipe(**smk.params.recipe)
+    recipe = Recipe.from_params(smk.params.recipe)
     swept = {}
     for path in smk.input.sweep:  # the key a sweep chose for this arm
         choice = read_json(path)
@@ -19,7 +19,7 @@ def main(smk):
     log = logging.getLogger("tcrformer")
     log.info("claims arm %s, seed %d: %d steps %s", smk.wildcards.arm, recipe.seed,
              recipe.steps, swept or "")  # fmt: skip
-    evaluation = Recipe(**smk.params.evaluation)
+    evaluation = Recipe.from_params(smk.params.evaluation)
     params = smk.params
     results = train_claim_arm(recipe, evaluation, params.checkpoints, numerics, swept,
                               params.extras, params.beam_width)  # fmt: skip

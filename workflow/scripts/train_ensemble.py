@@ -11,7 +11,7 @@ def main(smk):
     from tcrformer.chapters.ensemble.compute import train_ensemble
     from tcrformer.training.recipe import Recipe
 
-    recipe = Recipe(**smk.params.recipe)
+    recipe = Recipe.from_params(smk.params.recipe)
     log = logging.getLogger("tcrformer")
     log.info("ensemble: %s recipe, seed %d, %d steps", recipe.name, recipe.seed, recipe.steps)
     results = train_ensemble(recipe, smk.params.checkpoints, numerics)

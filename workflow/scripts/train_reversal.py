@@ -15,7 +15,7 @@ from tcrformer.training.recipe import Recipe
 
 
 def main(smk):
-    recipe = Recipe(**smk.params.recipe)
+    recipe = Recipe.from_params(smk.params.recipe)
     ranks = smk.params.numerics["ranks"]
     checkpoints = Path(smk.output.model).parent / "checkpoints"
     workers = Workers.start(recipe, ranks, torch_threads(smk), checkpoints) if ranks > 1 else None

@@ -43,10 +43,10 @@ from torch import Tensor
 from tcrformer.models import products
 from tcrformer.models.transformer import (
     MASKED_SCORE,
+    decoder_io,
     initialise,
     make_masks,
     positional_table,
-    teacher_forcing,
     token_loss,
 )
 
@@ -376,7 +376,7 @@ class EncoderDecoder(nn.Module):
         out too: its prediction is padding, and under the causal mask no kept row sees it.
         About a quarter of a batch of 8-16 residue strings is padding.
         """
-        tgt_in, tgt_out = teacher_forcing(tgt)  # (B, Lt) each
+        tgt_in, tgt_out = decoder_io(tgt)  # (B, Lt) each
         src_mask, tgt_mask = make_masks(src, tgt_in, pad)
         src_rows, tgt_rows = Packed(src != pad), Packed(tgt_out != pad)
         h, (B, Lt) = self.num_heads, tgt_in.shape

@@ -383,7 +383,7 @@ def make_masks(src: Tensor, tgt_in: Tensor, pad_idx: int = 0) -> tuple[Tensor, T
     return src_mask, tgt_mask
 
 
-def teacher_forcing(tgt: Tensor) -> tuple[Tensor, Tensor]:
+def decoder_io(tgt: Tensor) -> tuple[Tensor, Tensor]:
     """A target row <bos> y_1 .. y_L <eos> <pad>.. as the decoder's input (all but the last
     token) and what it must predict at each position (all but the first): (B, Lt) each."""
     return tgt[:, :-1], tgt[:, 1:]

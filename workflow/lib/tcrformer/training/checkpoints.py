@@ -6,7 +6,6 @@ One file per recipe fingerprint, so a changed recipe starts afresh and never mix
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,6 @@ from tcrformer.training.recipe import Recipe
 
 CHECKPOINT_FORMAT = 2  # 2: the gradient norms are saved too
 # `run` below is a training.loop.Run: what it holds is its state() and restore().
-
-
-def derive_seed(seed: int, purpose: str) -> int:
-    """An independent seed for one purpose ('batches', ...), fixed by the recipe's seed."""
-    digest = hashlib.sha256(f"{seed}:{purpose}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:

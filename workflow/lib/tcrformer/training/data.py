@@ -7,6 +7,8 @@ the same shape; fixed shapes let the fast path compile once.
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from tcrformer import AMINO_ACIDS
@@ -32,6 +34,13 @@ def decode(tokens) -> str:
         if token in ITOS:
             letters.append(ITOS[token])
     return "".join(letters)
+
+
+def derive_seed(seed: int, purpose: str) -> int:
+    """An independent seed for one purpose ('batches', 'train_set', 'dropout rank 1', ...),
+    fixed by the recipe's seed."""
+    digest = hashlib.sha256(f"{seed}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def random_batch(
@@ -62,14 +71,16 @@ class TrainingStrings:
     train_set None (the paper's): fresh random strings at every step, so no string is seen
     twice. train_set N: one fixed set of N strings, drawn once from its own seed, and each
     batch drawn from it with replacement; a model can then overfit, which is what the
-    claims' generalisation arms need. `generator` (saved in checkpoints) drives the batches.
+    claims' generalisation arms need. Both are seeded from the recipe's seed; `generator`
+    (saved in checkpoints) drives the batches.
     """
 
-    def __init__(self, recipe, generator: torch.Generator, set_seed: int | None = None):
-        self.recipe, self.generator = recipe, generator
+    def __init__(self, recipe):
+        self.recipe = recipe
+        self.generator = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
         self.fixed = None
         if recipe.train_set is not None:
-            draw = torch.Generator().manual_seed(set_seed)
+            draw = torch.Generator().manual_seed(derive_seed(recipe.seed, "train_set"))
             self.fixed = random_batch(recipe.train_set, recipe.min_len, recipe.max_len, draw)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,16 +23,16 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from tcrformer.models.transformer import make_masks, teacher_forcing, token_loss
+from tcrformer.models.transformer import decoder_io, make_masks, token_loss
 from tcrformer.training.checkpoints import (
     CHECKPOINT_FORMAT,
     checkpoint_path,
-    derive_seed,
+    discard_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from tcrformer.training.data import PAD, TrainingStrings
-from tcrformer.training.model import build_model
+from tcrformer.training.data import PAD, TrainingStrings, derive_seed
+from tcrformer.training.model import build_model, with_gru_size
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
 from tcrformer.training.shard import SOLO, Shard
@@ -45,7 +45,7 @@ LOG = logging.getLogger("tcrformer.reversal")
 
 def batch_loss(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> Tensor:
     """The objective (models.transformer.token_loss) on the padded batch, teacher-forced."""
-    tgt_in, tgt_out = teacher_forcing(tgt)  # (B, Lt) each
+    tgt_in, tgt_out = decoder_io(tgt)  # (B, Lt) each
     src_mask, tgt_mask = make_masks(src, tgt_in, PAD)  # (B, 1, Ls), (B, Lt, Lt)
     logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, Lt, V)
     return token_loss(logits.flatten(0, 1), tgt_out.flatten(), label_smoothing, PAD)
@@ -180,9 +180,11 @@ class Trained:
     losses: Tensor  # (steps,) float32 on the CPU: the training loss at every step
     timing: dict = field(default_factory=dict)  # wall-clock facts, never results
     grad_norms: Tensor | None = None  # (steps,) the gradient norm before clipping
+    recipe: Recipe | None = None  # what was trained (a GRU's width filled in)
 
 
 def new_run(recipe: Recipe, device: torch.device, shard: Shard = SOLO) -> Run:
+    recipe = with_gru_size(recipe)
     torch.manual_seed(recipe.seed)  # every rank: the same initial weights
     model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).to(device)
     fast_transformer = recipe.impl == "fast" and recipe.arch == "transformer"
@@ -192,8 +194,7 @@ def new_run(recipe: Recipe, device: torch.device, shard: Shard = SOLO) -> Run:
     elif shard.size > 1:  # torch's own dropout: its generator, offset by the rank
         torch.manual_seed(derive_seed(recipe.seed, f"dropout rank {shard.rank}"))
     optimizer, scheduler = make_optimizer(recipe, model, device)
-    batches = torch.Generator().manual_seed(derive_seed(recipe.seed, "batches"))
-    strings = TrainingStrings(recipe, batches, derive_seed(recipe.seed, "train_set"))
+    strings = TrainingStrings(recipe)
     losses = torch.full((recipe.steps,), math.nan, device=device)
     grad_norms = torch.full((recipe.steps,), math.nan, device=device)
     return Run(recipe, device, model, optimizer, scheduler, strings, losses, grad_norms, 0, shard)
@@ -208,17 +209,21 @@ def train(
     on_step: Callable[[int], None] | None = None,
 ) -> Trained:
     """The one way in: train `recipe` from scratch, or from the last checkpoint in
-    checkpoint_dir if there is one. Over `ranks` > 1 the same step is split by rows
-    (training.parallel; `workers` are ranks 1..R-1 started early by training.ranks, else
-    they start here)."""
+    checkpoint_dir if there is one, which is removed once the run has finished. Over
+    `ranks` > 1 the same step is split by rows (training.parallel; `workers` are ranks
+    1..R-1 started early by training.ranks, else they start here)."""
     if threads:
         torch.set_num_threads(threads)
     if ranks > 1:
         from tcrformer.training.parallel import train_parallel
 
-        return train_parallel(recipe, ranks, checkpoint_dir, on_step, workers)
-    device = resolve_device(recipe.device, f"{recipe.config_path}.device")
-    return train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
+        trained = train_parallel(recipe, ranks, train_rank, checkpoint_dir, on_step, workers)
+    else:
+        device = resolve_device(recipe.device, f"{recipe.config_path}.device")
+        trained = train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
+    if checkpoint_dir is not None:
+        discard_checkpoints(checkpoint_dir, trained.recipe)
+    return trained
 
 
 def train_rank(
@@ -228,7 +233,14 @@ def train_rank(
     checkpoint_dir: str | Path | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> Trained:
-    """The loop on one rank (all of it with one rank)."""
+    """The loop on one rank (all of it with one rank). Over several ranks every rank first
+    shows the others the fingerprint of the recipe it was handed: one that trains another
+    recipe (a key lost on its way to a rank's process) stops them all."""
+    recipe = with_gru_size(recipe)  # a GRU without a width: the Transformer's size
+    if shard.size > 1:
+        prints = shard.gather(recipe.fingerprint())
+        if len(set(prints)) > 1:
+            raise ValueError(f"the ranks were handed different recipes: fingerprints {prints}")
     run = new_run(recipe, device, shard)
     ckpt = checkpoint_path(checkpoint_dir, recipe) if checkpoint_dir else None
     if ckpt is not None and ckpt.exists():
@@ -266,7 +278,7 @@ def train_rank(
         "ranks": shard.size,
         "torch": torch.__version__,
     }
-    return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu())
+    return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu(), run.recipe)
 
 
 def _cpu(value):

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from tcrformer.models.fast import Attention, FeedForward, record_attention
-from tcrformer.models.transformer import greedy_decode, make_masks, teacher_forcing
+from tcrformer.models.transformer import decoder_io, greedy_decode, make_masks
 from tcrformer.training.data import BOS, EOS, PAD, heldout_set
 from tcrformer.training.model import build_model
 
@@ -40,10 +40,9 @@ def training_strings(recipe) -> tuple[Tensor, Tensor] | None:
     """The first eval_n strings of a recipe's fixed training set (None: fresh strings)."""
     if recipe.train_set is None:
         return None
-    from tcrformer.training.checkpoints import derive_seed
     from tcrformer.training.data import TrainingStrings
 
-    fixed = TrainingStrings(recipe, torch.Generator(), derive_seed(recipe.seed, "train_set")).fixed
+    fixed = TrainingStrings(recipe).fixed
     return fixed[0][: recipe.eval_n], fixed[1][: recipe.eval_n]
 
 
@@ -153,7 +152,7 @@ def calibration(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Any]:
     """Teacher-forced, on the held-out targets: confidence (the top probability) against
     accuracy, their difference (over-confidence), ECE over CALIBRATION_BINS bins, and the
     bins themselves (for the reliability figure)."""
-    tgt_in, tgt_out = teacher_forcing(tgt)
+    tgt_in, tgt_out = decoder_io(tgt)
     with torch.no_grad():
         model.eval()
         logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))
@@ -222,7 +221,7 @@ def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str,
     """Every cross-attention head: its mean anti-diagonal attention mass on the held-out
     strings (teacher-forced), and the drop in held-out exact when its output is zeroed."""
     lengths = (src != PAD).sum(1)  # (B,)
-    tgt_in, _ = teacher_forcing(tgt)
+    tgt_in, _ = decoder_io(tgt)
     with torch.no_grad(), record_attention(model):
         model.eval()
         model(src, tgt_in, *make_masks(src, tgt_in, PAD))
@@ -274,7 +273,7 @@ def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
                if isinstance(m, Attention | FeedForward)]  # fmt: skip
-    tgt_in, _ = teacher_forcing(tgt)
+    tgt_in, _ = decoder_io(tgt)
     with torch.no_grad():
         model(src, tgt_in, *make_masks(src, tgt_in, PAD))
     for handle in handles:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +141,7 @@ def with_gru_size(recipe):
     from tcrformer.models.counting import count_parameters
     from tcrformer.models.rnn import gru_hidden_for
 
-    transformer = replace(recipe, arch="transformer")
+    transformer = recipe.replace(arch="transformer")
     size = count_parameters(build_model(transformer.architecture(), transformer.impl))
     hidden = gru_hidden_for(size, VOCAB_SIZE, VOCAB_SIZE, recipe.num_layers)
-    return replace(recipe, gru_hidden=hidden)
+    return recipe.replace(gru_hidden=hidden)

@@ -11,7 +11,8 @@ a stream of each rank's own, seeded from the run's seed and the rank. One rank i
 unsharded loop, bit for bit.
 
 The calling process is rank 0; ranks 1..R-1 are fresh Python processes (training.ranks,
-which a rule script calls before it imports torch, so that the ranks' imports overlap) that
+which a rule script calls before it imports torch, so that the ranks' imports overlap;
+each runs training.worker) that
 inherit its environment, so the portable pins (core.numerics) hold in each, and each runs
 the same number of threads. They meet through a file store in a temporary folder (no port to
 pick); gloo's own traffic stays on the loopback interface.
@@ -19,10 +20,7 @@ pick); gloo's own traffic stays on the loopback interface.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -45,34 +43,15 @@ def join(shard: Shard, store: Path, device: torch.device) -> None:
     )
 
 
-def _worker(
-    rank: int, ranks: int, recipe, store: str, checkpoint_dir, threads: int, products: str
-) -> None:
-    """Ranks 1..R-1: the same loop, in a process of their own, on rank 0's products."""
-    from tcrformer.core import numerics
-    from tcrformer.training.loop import train_rank
-    from tcrformer.training.recipe import resolve_device
-
-    numerics.follow(products)
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    shard = Shard(rank, ranks)
-    device = _device_of(resolve_device(recipe.device), shard)
-    join(shard, Path(store), device)
-    try:
-        train_rank(recipe, shard, device, checkpoint_dir)
-    finally:
-        dist.destroy_process_group()
-
-
-def _device_of(device: torch.device, shard: Shard) -> torch.device:
+def device_of(device: torch.device, shard: Shard) -> torch.device:
     return torch.device("cuda", shard.rank) if device.type == "cuda" else device
 
 
-def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, workers=None):
-    """Train `recipe` over `ranks` ranks (training.loop.train calls it); returns rank 0's
-    Trained (the model every rank holds, the full batches' losses)."""
-    from tcrformer.training.loop import train_rank
+def train_parallel(recipe, ranks: int, train_rank, checkpoint_dir=None, on_step=None,
+                   workers=None):  # fmt: skip
+    """Train `recipe` over `ranks` ranks, each running `train_rank` (training.loop.train
+    calls this with its own); returns rank 0's Trained (the model every rank holds, the full
+    batches' losses)."""
     from tcrformer.training.recipe import resolve_device
 
     if workers is None:
@@ -83,7 +62,7 @@ def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, worker
         if (workers.ranks, workers.fingerprint) != (ranks, recipe.fingerprint()):
             raise ValueError(f"the {workers.ranks} ranks started train another recipe or "
                              f"rank count than this {ranks}-rank training")  # fmt: skip
-        device = _device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
+        device = device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
         join(shard, workers.store, device)
         trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
         done = True
@@ -95,24 +74,3 @@ def train_parallel(recipe, ranks: int, checkpoint_dir=None, on_step=None, worker
         raise RuntimeError(f"a training rank exited with {failed} (pid {os.getpid()})")
     trained.timing["ranks"] = ranks
     return trained
-
-
-def main(argv: list[str] | None = None) -> int:
-    """A rank 1..R-1 of train_parallel (its arguments come from there)."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    for name in ("rank", "ranks", "threads"):
-        parser.add_argument(f"--{name}", type=int, required=True)
-    for name in ("recipe", "store", "products"):
-        parser.add_argument(f"--{name}", required=True)
-    parser.add_argument("--checkpoints", default=None)
-    args = parser.parse_args(argv)
-    from tcrformer.training.recipe import Recipe
-
-    recipe = Recipe(**json.loads(Path(args.recipe).read_text(encoding="utf-8")))
-    _worker(args.rank, args.ranks, recipe, args.store, args.checkpoints, args.threads,
-            args.products)  # fmt: skip
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ instead of one after the other.
     train(recipe, checkpoint_dir, ranks, workers)                     # rank 0 joins them
     workers.close()                                                   # always: see close
 
-Each rank is `python -m tcrformer.training.parallel`, never a copy of the caller's script,
+Each rank is `python -m tcrformer.training.worker`, never a copy of the caller's script,
 with the caller's environment (so the portable pins of core.numerics hold in each), the
 caller's matrix products (core.blas: the portable kernels, or torch's) and this tcrformer
 first on its path. The ranks meet through a file store in the folder (no port to
@@ -49,7 +49,7 @@ class Workers:
         workers = cls(ranks, recipe.fingerprint(), folder)
         recipe_file = Path(workers.folder.name) / "recipe.json"
         recipe_file.write_text(json.dumps(recipe.params()), encoding="utf-8")
-        command = [sys.executable, "-m", "tcrformer.training.parallel", "--ranks", str(ranks),
+        command = [sys.executable, "-m", "tcrformer.training.worker", "--ranks", str(ranks),
                    "--recipe", str(recipe_file), "--store", str(workers.store),
                    "--threads", str(threads), "--products", products_in_force()]  # fmt: skip
         if checkpoint_dir is not None:

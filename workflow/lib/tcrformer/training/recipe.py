@@ -10,6 +10,12 @@ keys in values.json. The `reversal:` section holds two:
 The ensemble and claims chapters train variants of them (another seed, an arm's changes).
 Every number comes from the config (whose defaults live in the schema); nothing here
 repeats the seed's values. The task and the held-out test are the same for all.
+
+A recipe is its name and seed and six frozen records: task, model, optimiser, runtime
+(each of these shapes the bits), host (where it runs and how often it writes) and
+evaluation. The fingerprint, which keys checkpoints and the between-run cache, is read
+from the records that shape the bits, so a new field is covered by the record it is
+declared in; no list of names is kept apart from the records.
 """
 
 from __future__ import annotations
@@ -17,63 +23,47 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from tcrformer.core.config import ConfigError
 
 RECIPES = ("reversal", "speedrun")
 
-# Keys that shape training; a checkpoint is only resumed by a recipe that agrees on all.
-_TRAINING_FIELDS = (
-    "steps",
-    "batch_size",
-    "min_len",
-    "max_len",
-    "d_model",
-    "num_heads",
-    "d_ff",
-    "num_layers",
-    "dropout",
-    "norm",
-    "schedule",
-    "peak_lr",
-    "lr_scale",
-    "warmup",
-    "label_smoothing",
-    "beta1",
-    "beta2",
-    "eps",
-    "grad_clip",
-    "seed",
-    "impl",
-    "compile",
-    "precision",
-    "init",
-    "positions",
-    "score_scale",
-    "arch",
-    "gru_hidden",
-    "train_set",
-)
-# What the model is, beyond its sizes: saved with the weights when not the paper's default.
-_ARCHITECTURE_DEFAULTS = {"positions": True, "score_scale": True, "arch": "transformer"}
+
+# The records a recipe is made of ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Recipe:
-    name: str  # reversal (the paper's) | speedrun: its folder and the prefix of its keys
-    # the task
+class Task:
+    """What is learnt, and from which strings."""
+
     min_len: int
     max_len: int
-    # the model
+    train_set: int | None = None  # None: fresh strings every step; N: one fixed set of N
+
+
+@dataclass(frozen=True)
+class Model:
+    """The network (the claims chapter's arms change its parts; the paper's are the defaults)."""
+
     d_model: int
     num_heads: int
     d_ff: int
     num_layers: int
     dropout: float
     norm: str  # post (the paper) | pre
-    # the optimisation
+    init: str = "xavier"  # xavier (the paper) | linear_default | default (models.transformer)
+    positions: bool = True  # add the sinusoidal positional encoding
+    score_scale: bool = True  # divide the attention scores by sqrt(d_k)
+    arch: str = "transformer"  # transformer | gru (a recurrent encoder-decoder, no attention)
+    gru_hidden: int | None = None  # gru: hidden width; None matches the transformer's size
+
+
+@dataclass(frozen=True)
+class Optimiser:
+    """The loss and how it is minimised."""
+
     steps: int
     batch_size: int
     schedule: str  # noam | noam_flat | linear (training.schedule)
@@ -83,29 +73,95 @@ class Recipe:
     beta1: float
     beta2: float
     eps: float
-    grad_clip: float
-    seed: int
-    # how it runs
+    grad_clip: float  # 0: no clipping
+    lr_scale: float = 1.0  # a factor on the schedule's rate (1: the paper's)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How the arithmetic runs: each of these changes the bits."""
+
     impl: str  # reference | fast
-    device: str  # auto | cpu | cuda
     compile: bool
     precision: str  # fp32 | bf16 (autocast)
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where it runs and how often it writes: never the bits on a given device."""
+
+    device: str  # auto | cpu | cuda
     checkpoint_every: int
     log_every: int
-    # the model's parts (the claims chapter's arms change them; the paper's are the defaults)
-    init: str = "xavier"  # xavier (the paper) | linear_default | default (models.transformer)
-    positions: bool = True  # add the sinusoidal positional encoding
-    score_scale: bool = True  # divide the attention scores by sqrt(d_k)
-    arch: str = "transformer"  # transformer | gru (a recurrent encoder-decoder, no attention)
-    gru_hidden: int | None = None  # gru: hidden width; None matches the transformer's size
-    lr_scale: float = 1.0  # a factor on the schedule's rate (1: the paper's)
-    train_set: int | None = None  # None: fresh strings every step; N: one fixed set of N
-    # evaluation (None in a recipe built for training alone: see training_params)
+
+
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """What the trained model is asked (all None in a recipe built for training alone)."""
+
     report_every: int | None = None
     eval_n: int | None = None
     eval_seed: int | None = None
     cdr3: str | None = None
     cross_attention_layer: int | None = None  # 1-based decoder layer
+
+
+# Which records shape the trained weights: the fingerprint (checkpoint resume, the between-run
+# cache) and a rule's training params are read from them, so a field added to one of these
+# records is covered where it is declared.
+RECORDS = {"task": Task, "model": Model, "optimiser": Optimiser, "runtime": Runtime,
+           "host": Host, "evaluation": EvaluationPlan}  # fmt: skip
+SHAPES_BITS = ("task", "model", "optimiser", "runtime")
+_TOP = ("name", "seed")  # the seed seeds the init, the batches and dropout: every record's
+_OWNER = {f.name: record for record, kind in RECORDS.items() for f in fields(kind)}
+# What the model is beyond its sizes: saved with the weights only where not the paper's.
+_OPTIONAL_PARTS = {f.name: f.default for f in fields(Model)
+                   if f.name in ("positions", "score_scale", "arch")}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A training recipe: its name and seed, and its records. A field reads through to its
+    record (recipe.steps is recipe.optimiser.steps); field names are unique across records."""
+
+    name: str  # reversal (the paper's) | speedrun: its folder and the prefix of its keys
+    seed: int
+    task: Task
+    model: Model
+    optimiser: Optimiser
+    runtime: Runtime
+    host: Host
+    evaluation: EvaluationPlan = EvaluationPlan()
+
+    def __getattr__(self, key: str) -> Any:  # only for names that are not the Recipe's own
+        record = _OWNER.get(key)
+        if record is None:
+            raise AttributeError(f"a Recipe has no field {key!r}")
+        return getattr(object.__getattribute__(self, record), key)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Recipe:
+        """The inverse of params() and training_params() (a rule's params, a rank's file)."""
+        unknown = set(params) - set(_OWNER) - set(_TOP)
+        if unknown:
+            raise TypeError(f"not a recipe field: {', '.join(sorted(unknown))}")
+        records = {
+            record: kind(**{f.name: params[f.name] for f in fields(kind) if f.name in params})
+            for record, kind in RECORDS.items()
+        }
+        return cls(name=params["name"], seed=params["seed"], **records)
+
+    def replace(self, **changes: Any) -> Recipe:
+        """A copy with some fields changed, each in its record (unchecked: with_overrides)."""
+        unknown = set(changes) - set(_OWNER) - set(_TOP)
+        if unknown:
+            raise TypeError(f"not a recipe field: {', '.join(sorted(unknown))}")
+        updates = {k: changes[k] for k in _TOP if k in changes}
+        for record in RECORDS:
+            mine = {k: v for k, v in changes.items() if _OWNER.get(k) == record}
+            if mine:
+                updates[record] = replace(getattr(self, record), **mine)
+        return replace(self, **updates)
 
     @property
     def config_path(self) -> str:
@@ -115,32 +171,40 @@ class Recipe:
     def architecture(self) -> dict[str, Any]:
         """What rebuilds the model from its weights (saved with them)."""
         keys = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "norm")
-        architecture = {k: getattr(self, k) for k in keys}
-        for key, default in _ARCHITECTURE_DEFAULTS.items():  # only where not the paper's
-            if getattr(self, key) != default:
-                architecture[key] = getattr(self, key)
-        if self.arch == "gru":
-            architecture["gru_hidden"] = self.gru_hidden
+        architecture = {k: getattr(self.model, k) for k in keys}
+        for key, default in _OPTIONAL_PARTS.items():  # only where not the paper's
+            if getattr(self.model, key) != default:
+                architecture[key] = getattr(self.model, key)
+        if self.model.arch == "gru":
+            architecture["gru_hidden"] = self.model.gru_hidden
         return architecture
 
+    def _flat(self, records) -> dict[str, Any]:
+        flat = {}
+        for record in records:
+            flat.update(asdict(getattr(self, record)))
+        return flat
+
     def fingerprint(self) -> str:
-        """Hash of everything that shapes the trained weights (not logging, not evaluation)."""
-        training = {k: getattr(self, k) for k in _TRAINING_FIELDS}
+        """Hash of everything that shapes the trained weights: the seed and the records of
+        SHAPES_BITS (not where it runs, not logging, not evaluation)."""
+        training = {"seed": self.seed, **self._flat(SHAPES_BITS)}
         return hashlib.sha256(json.dumps(training, sort_keys=True).encode()).hexdigest()[:16]
 
     def training_params(self) -> dict[str, Any]:
-        """What training reads, and so what a change of retrains: Recipe(**these) trains the
-        same weights (the evaluation fields stay None)."""
-        keys = (*_TRAINING_FIELDS, "name", "device", "checkpoint_every", "log_every")
-        return {k: getattr(self, k) for k in keys}
+        """What training reads, and so what a change of retrains: Recipe.from_params(these)
+        trains the same weights (its evaluation record is empty)."""
+        return {"name": self.name, "seed": self.seed,
+                **self._flat([r for r in RECORDS if r != "evaluation"])}  # fmt: skip
 
     def params(self) -> dict[str, Any]:
-        """Every field, for a rule's params: Recipe(**these) is this recipe."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, flat, for a rule's params: Recipe.from_params(these) is this recipe."""
+        return {"name": self.name, "seed": self.seed, **self._flat(RECORDS)}
 
     def report_steps(self) -> list[int]:
         """The steps whose training loss goes to values.json: every report_every steps."""
-        return list(range(self.report_every, self.steps + 1, self.report_every))
+        every = self.evaluation.report_every
+        return list(range(every, self.optimiser.steps + 1, every))
 
 
 def recipe_from_config(section: Mapping[str, Any], name: str = "reversal") -> Recipe:
@@ -150,11 +214,11 @@ def recipe_from_config(section: Mapping[str, Any], name: str = "reversal") -> Re
     values = _flat(section)
     if name == "speedrun":
         values.update(_flat(section.get("speedrun") or {}))
-    known = {f.name for f in fields(Recipe)} - {"name"}
     values.pop("recipe", None)
     if values.get("cross_attention_layer") == "last":
         values["cross_attention_layer"] = values["num_layers"]
-    recipe = Recipe(name=name, **{k: v for k, v in values.items() if k in known})
+    known = {k: v for k, v in values.items() if k in _OWNER or k == "seed"}
+    recipe = Recipe.from_params({"name": name, **known})
     _check(recipe)
     return recipe
 
@@ -202,7 +266,7 @@ def _check(recipe: Recipe) -> None:
 
 def with_overrides(recipe: Recipe, **changes: Any) -> Recipe:
     """A copy of the recipe with some fields changed (tests, the benchmark); checked again."""
-    changed = replace(recipe, **changes)
+    changed = recipe.replace(**changes)
     _check(changed)
     return changed
 

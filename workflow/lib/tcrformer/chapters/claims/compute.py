@@ -67,14 +67,12 @@ def train_claim_arm(
     """Train one arm's seed (`swept` sets the keys a sweep chose, claims_sweep), then
     evaluate the weights as saved (`evaluation`: the recipe with its evaluation fields).
     The weights are not kept: a job leaves only what the summary reads."""
-    from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
-    from tcrformer.training.model import save_model, with_gru_size
+    from tcrformer.training.model import save_model
     from tcrformer.training.recipe import with_overrides
 
-    recipe = with_gru_size(with_overrides(recipe, **dict(swept or {})))
-    trained = train(recipe, checkpoint_dir=checkpoints)
-    discard_checkpoints(checkpoints, recipe)
+    trained = train(with_overrides(recipe, **dict(swept or {})), checkpoint_dir=checkpoints)
+    recipe = trained.recipe  # a GRU's width filled in
     history = pd.DataFrame(
         {
             "step": np.arange(1, recipe.steps + 1),
@@ -246,12 +244,11 @@ def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 5) -> dict
 
     from tcrformer.training.data import random_batch
     from tcrformer.training.loop import make_step, new_run
-    from tcrformer.training.model import with_gru_size
 
     runs = {}
-    for name, recipe in (("transformer", transformer), ("gru", with_gru_size(gru))):
-        run = new_run(recipe, torch.device("cpu"))
-        runs[name] = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
+    for name, recipe in (("transformer", transformer), ("gru", gru)):
+        run = new_run(recipe, torch.device("cpu"))  # a GRU's width filled in
+        runs[name] = make_step(run.recipe, run.model, run.optimizer, run.scheduler, run.device)
     generator = torch.Generator().manual_seed(0)
     batches = [random_batch(transformer.batch_size, transformer.min_len, transformer.max_len,
                             generator) for _ in range(steps)]  # fmt: skip

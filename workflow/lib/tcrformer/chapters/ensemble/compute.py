@@ -34,16 +34,14 @@ def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
 
 def train_ensemble(recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
     """One seed (the recipe's), trained as the single run is on one rank."""
-    from tcrformer.training.checkpoints import discard_checkpoints
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_models
     from tcrformer.training.values import losses_frame
 
     trained = train(recipe, checkpoint_dir=checkpoints)
-    discard_checkpoints(checkpoints, recipe)
     models = {recipe.seed: trained.model}
     return {
-        "models": lambda path: save_models(path, models, recipe.architecture()),
+        "models": lambda path: save_models(path, models, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy(), recipe.seed),
         "numerics": numerics,
         "timing": {**trained.timing, "seed": recipe.seed},

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tcrformer.chapters.reversal import figure_data
-from tcrformer.training.checkpoints import discard_checkpoints
 from tcrformer.training.evaluate import evaluate_recipe
 from tcrformer.training.loop import train
 from tcrformer.training.model import load_model, save_model
@@ -25,9 +24,8 @@ def train_reversal(
     caller started them early, training.ranks); a run killed before the end resumes from
     its last checkpoint."""
     trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
-    discard_checkpoints(checkpoints, recipe)
     return {
-        "model": lambda path: save_model(path, trained.model, recipe.architecture()),
+        "model": lambda path: save_model(path, trained.model, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
         "numerics": {**numerics, "ranks": ranks},  # the bits depend on the rank count too
         "timing": {**trained.timing, "recipe": recipe.name, "fingerprint": recipe.fingerprint()},

@@ -1,0 +1,188 @@
+"""One trainer: every key of a recipe reaches the weights through every way into training.
+
+The ways in are the chapters' own training functions: the reversal chapter (1 rank and 2
+ranks), an ensemble job and a claims arm. Each calls training.loop.train. For every key of
+the records that shape the bits (Recipe.fingerprint), a tiny recipe is trained with the key
+changed:
+- the three one-rank ways give the same bits for the same recipe: the weights, and the
+  losses as the results files hold them (to LOSS_DIGITS; a claims arm keeps no weights);
+- the changed key changes those bits, through every way (`grad_clip: 0` trains without
+  clipping, and does not zero the gradients);
+- over 2 ranks every rank is shown the recipe's fingerprint, so a key lost on the way to a
+  rank's process stops the training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import torch
+
+from tcrformer.chapters.claims.compute import train_claim_arm
+from tcrformer.chapters.ensemble.compute import train_ensemble
+from tcrformer.chapters.reversal.compute import train_reversal
+from tcrformer.training import recipe as recipes
+from tcrformer.training.loop import train
+from tcrformer.training.recipe import recipe_from_config, with_overrides
+from tcrformer.training.values import LOSS_DIGITS
+
+from conftest import default_config
+
+torch.set_num_threads(1)
+TINY = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, cross_attention_layer=1, steps=4,
+            batch_size=8, warmup=2, dropout=0.1, grad_clip=1.0, log_every=100,
+            checkpoint_every=100, device="cpu", eval_n=8, report_every=2)  # fmt: skip
+
+# One other value for every field that shapes the bits. A field added to one of those
+# records fails test_every_key_that_shapes_the_bits_is_changed_here until it is listed.
+CHANGES = {
+    "seed": {"seed": 1},
+    "min_len": {"min_len": 9},
+    "max_len": {"max_len": 17},
+    "train_set": {"train_set": 32},
+    "d_model": {"d_model": 24},
+    "num_heads": {"num_heads": 4},
+    "d_ff": {"d_ff": 48},
+    "num_layers": {"num_layers": 1},
+    "dropout": {"dropout": 0.0},
+    "norm": {"norm": "pre"},
+    "init": {"init": "linear_default"},
+    "positions": {"positions": False},
+    "score_scale": {"score_scale": False},
+    "arch": {"arch": "gru"},
+    "gru_hidden": {"arch": "gru", "gru_hidden": 12},  # the GRU's own width by default
+    "steps": {"steps": 5},
+    "batch_size": {"batch_size": 6},
+    "schedule": {"schedule": "linear"},
+    "peak_lr": {"schedule": "linear", "peak_lr": 2e-3},  # noam's rate has no peak_lr
+    "lr_scale": {"lr_scale": 0.5},
+    "warmup": {"warmup": 3},
+    "label_smoothing": {"label_smoothing": 0.0},
+    "beta1": {"beta1": 0.8},
+    "beta2": {"beta2": 0.95},
+    "eps": {"eps": 1e-3},
+    "grad_clip": {"grad_clip": 0.0},  # 0: no clipping
+    "impl": {"impl": "reference"},
+    "precision": {"precision": "bf16"},
+    "compile": {"compile": True},
+}
+# Reaches the trainer (the fingerprint, every rank's check) but is not trained here:
+# torch.compile takes minutes on the CPU, and compiled bits need not differ.
+NOT_TRAINED = {"compile"}
+# What a change is compared against, where not TINY: the key matters only with another.
+BASE_OF = {"gru_hidden": {"arch": "gru"}, "peak_lr": {"schedule": "linear"}}
+TWO_RANK_KEYS = ("grad_clip", "init", "train_set", "label_smoothing")
+
+
+def tiny(**changes):
+    return with_overrides(recipe_from_config(default_config()["reversal"]), **{**TINY, **changes})
+
+
+def digest(*tensors) -> str:
+    sha = hashlib.sha256()
+    for tensor in tensors:
+        sha.update(tensor.detach().double().contiguous().numpy().tobytes())
+    return sha.hexdigest()[:16]
+
+
+def state_digest(model) -> str:
+    return digest(*model.state_dict().values())
+
+
+def via_reversal(recipe, tmp, ranks=1) -> dict:
+    out = train_reversal(recipe, tmp / "reversal", {}, ranks=ranks)
+    path = tmp / "model.safetensors"
+    out["model"](path)
+    from tcrformer.training.model import load_model
+
+    loaded, _ = load_model(path, recipe.impl)
+    return {"losses": digest(torch.tensor(out["losses"]["loss"].to_numpy())),
+            "weights": state_digest(loaded)}  # fmt: skip
+
+
+def via_ensemble(recipe, tmp) -> dict:
+    out = train_ensemble(recipe, tmp / "ensemble", {})
+    path = tmp / "models.safetensors"
+    out["models"](path)
+    from tcrformer.training.model import load_seed_model
+
+    return {"losses": digest(torch.tensor(out["losses"]["loss"].to_numpy())),
+            "weights": state_digest(load_seed_model(path, recipe.seed, recipe.impl))}  # fmt: skip
+
+
+def via_claims(recipe, tmp) -> dict:
+    out = train_claim_arm(recipe, recipe, tmp / "claims", {})
+    losses = np.round(out["history"]["loss"].to_numpy(), LOSS_DIGITS)  # as losses.csv has them
+    return {"losses": digest(torch.tensor(losses))}
+
+
+WAYS = {"reversal": via_reversal, "ensemble": via_ensemble, "claims": via_claims}
+
+
+def test_every_key_that_shapes_the_bits_is_changed_here():
+    shaping = {"seed"} | {f.name for record in recipes.SHAPES_BITS
+                          for f in fields(recipes.RECORDS[record])}  # fmt: skip
+    assert set(CHANGES) == shaping, shaping ^ set(CHANGES)
+    for key, change in CHANGES.items():  # each change is a valid recipe that moves its key
+        base, changed = tiny(**BASE_OF.get(key, {})), tiny(**change)
+        assert getattr(changed, key) != getattr(base, key), key
+        assert changed.fingerprint() != base.fingerprint(), key
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict:
+    """{(way, key or None): bits} for every way in and every trained key (None: TINY)."""
+    cases = [(None, {}), *((k, c) for k, c in CHANGES.items() if k not in NOT_TRAINED),
+             *(("base " + k, b) for k, b in BASE_OF.items())]  # fmt: skip
+    bits = {}
+    for key, change in cases:
+        recipe = tiny(**change)
+        for way, through in WAYS.items():
+            bits[way, key] = through(recipe, tmp_path_factory.mktemp(f"{way}-{key}"))
+    return bits
+
+
+@pytest.mark.parametrize("key", [None, *(k for k in CHANGES if k not in NOT_TRAINED)])
+def test_the_one_rank_ways_in_train_the_same_bits(trained, key):
+    reversal, ensemble, claims = (trained[way, key] for way in WAYS)
+    assert reversal == ensemble, key
+    assert claims["losses"] == reversal["losses"], key
+
+
+@pytest.mark.parametrize("key", [k for k in CHANGES if k not in NOT_TRAINED])
+@pytest.mark.parametrize("way", list(WAYS))
+def test_each_key_changes_the_bits_through_each_way(trained, way, key):
+    base = trained[way, "base " + key if key in BASE_OF else None]
+    assert trained[way, key]["losses"] != base["losses"], (way, key)
+
+
+def test_grad_clip_0_is_no_clipping_not_zeroed_gradients():
+    """grad_clip 0 trains as a bound no gradient reaches does, and unlike a tight bound."""
+    none, huge, tight = (train(tiny(grad_clip=c)) for c in (0.0, 1e9, 1e-3))
+    assert digest(none.losses) == digest(huge.losses)
+    assert state_digest(none.model) == state_digest(huge.model)
+    assert digest(none.losses) != digest(tight.losses)
+
+
+@pytest.mark.parametrize("key", TWO_RANK_KEYS)
+def test_two_ranks_carry_the_key(tmp_path, key):
+    base, changed = (via_reversal(tiny(**c), tmp_path / n, ranks=2)
+                     for n, c in (("base", {}), ("changed", CHANGES[key])))  # fmt: skip
+    assert changed["losses"] != base["losses"] and changed["weights"] != base["weights"]
+
+
+def test_a_rank_handed_another_recipe_stops_the_training(monkeypatch):
+    """Break the way to rank 1 once: its recipe file loses a key (label smoothing). The
+    ranks compare fingerprints before the first step, and training stops."""
+    recipe = tiny(steps=2)
+    real = recipes.Recipe.params
+
+    def lossy(self):
+        return {**real(self), "label_smoothing": 0.0}
+
+    monkeypatch.setattr(recipes.Recipe, "params", lossy)  # what Workers.start writes
+    with pytest.raises(ValueError, match="handed different recipes"):
+        train(recipe, ranks=2)
