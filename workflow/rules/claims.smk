@@ -40,10 +40,10 @@ rule train_claim_arm:
         registration=ancient(rules.claims_register.output.registration),
         sweep=sweep_choice,
     output:
-        history=result("claims", "arms/{arm}/seed{seed}/history.csv"),
-        numerics=result("claims", "arms/{arm}/seed{seed}/numerics.json"),
-        timing=result("claims", "arms/{arm}/seed{seed}/training_time.json"),
-        metrics=result("claims", "arms/{arm}/seed{seed}/metrics.json"),
+        history=result("claims", f"{JOB_FOLDER}/history.csv"),
+        numerics=result("claims", f"{JOB_FOLDER}/numerics.json"),
+        timing=result("claims", f"{JOB_FOLDER}/training_time.json"),
+        metrics=result("claims", f"{JOB_FOLDER}/metrics.json"),
     log:
         log_for("train_claim_arm_{arm}_seed{seed}"),
     benchmark:
@@ -60,7 +60,7 @@ rule train_claim_arm:
         extras=claim_extras,
         beam_width=CLAIMS.beam_width,
         checkpoints=lambda wc: result(
-            "claims", f"arms/{wc.arm}/seed{wc.seed}/checkpoints"
+            "claims", f"{JOB_FOLDER.format(arm=wc.arm, seed=wc.seed)}/checkpoints"
         ),
         numerics=NUMERICS,
     script:

@@ -1,5 +1,7 @@
 # Helpers of the claims chapter (kept apart from its rules, as snakemake --lint asks).
 
+from tcrformer.chapters.claims.settings import JOB_FOLDER
+
 CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
 # What a claim's metric adds to an arm's evaluation: metric -> the evaluation's extra.
@@ -26,7 +28,8 @@ def claim_jobs():
 
 def claim_files(name):
     return [
-        result("claims", f"arms/{arm}/seed{seed}/{name}") for arm, seed in claim_jobs()
+        result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/{name}")
+        for arm, seed in claim_jobs()
     ]
 
 
@@ -39,7 +42,7 @@ def sweep_choice(wc):
 def sweep_metrics(wc):
     sweep = CLAIMS.sweeps[wc.sweep]
     return [
-        result("claims", f"arms/{arm}/seed{seed}/metrics.json")
+        result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/metrics.json")
         for arm in sweep.candidates
         for seed in sweep.seeds
     ]

@@ -11,7 +11,7 @@ include: "reversal_common.smk"
 
 
 wildcard_constraints:
-    recipe="reversal|speedrun",
+    recipe="|".join(RECIPES),
 
 
 rule train_reversal:

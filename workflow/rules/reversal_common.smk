@@ -1,4 +1,5 @@
 # Helpers of the reversal chapter (kept apart from its rules, as snakemake --lint asks).
+from tcrformer.training.recipe import RECIPES
 
 REVERSAL = settings(
     "reversal"

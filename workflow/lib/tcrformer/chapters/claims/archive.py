@@ -27,6 +27,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from tcrformer.chapters.claims.settings import JOB_FOLDER
+
 JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
 RESUME = "--rerun-triggers mtime"
 
@@ -37,7 +39,7 @@ def finished(results: Path) -> list[Path]:
     claims = results / "claims"
     files = sorted(claims.glob("*"))  # the registration and, once there, the run's own results
     files += sorted((claims / "sweeps").glob("*.json"))
-    for metrics in sorted(claims.glob("arms/*/seed*/metrics.json")):
+    for metrics in sorted(claims.glob(JOB_FOLDER.format(arm="*", seed="*") + "/metrics.json")):
         files += [metrics.parent / name for name in JOB_FILES]
     files += sorted((results / "benchmarks").glob("train_claim_arm_*.tsv"))
     files += claims_figures(results)

@@ -17,6 +17,7 @@ from tcrformer.chapters.claims.kinds import DIRECTIONS, KINDS, TESTS
 from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
+JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
 ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 
