@@ -34,6 +34,7 @@ and FMA, or one that is not x86-64, runs native, and says so.
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
 import sys
@@ -76,6 +77,35 @@ class Numerics:
         if not isinstance(numerics.ranks, int) or numerics.ranks < 1:
             raise ConfigError("numerics.ranks", numerics.ranks, "must be an integer >= 1")
         return numerics
+
+
+def visible_gpus(environ: Mapping[str, str] | None = None) -> int:
+    """How many CUDA GPUs a process started here would see, without importing torch: the
+    entries of CUDA_VISIBLE_DEVICES when it is set (up to the first invalid one, as CUDA
+    reads it; -1 hides them all), else the NVIDIA device files."""
+    environ = os.environ if environ is None else environ
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return len(glob.glob("/dev/nvidia[0-9]*"))
+    count = 0
+    for entry in (e.strip() for e in listed.split(",")):
+        if not entry or entry.startswith("-"):
+            break
+        count += 1
+    return count
+
+
+def check_ranks_fit(ranks: int, device: str, gpus: int, key: str = "reversal.device") -> None:
+    """On CUDA every rank takes a GPU of its own: more ranks than visible GPUs is a config
+    error (`device` auto goes to CUDA when a GPU is visible). Where none is visible (a
+    cluster's login node) nothing can be told here; the training job checks on its node."""
+    if device in ("cuda", "auto") and 0 < gpus < ranks:
+        raise ConfigError(
+            "numerics.ranks",
+            ranks,
+            f"one rank per GPU on CUDA ({key} = {device}), and {gpus} GPU(s) are visible; "
+            f"set numerics.ranks: {max(gpus, 1)}",
+        )
 
 
 @dataclass

@@ -52,6 +52,7 @@ def train_parallel(recipe, ranks: int, train_rank, checkpoint_dir=None, on_step=
     """Train `recipe` over `ranks` ranks, each running `train_rank` (training.loop.train
     calls this with its own); returns rank 0's Trained (the model every rank holds, the full
     batches' losses)."""
+    from tcrformer.core.numerics import check_ranks_fit
     from tcrformer.training.recipe import resolve_device
 
     if workers is None:
@@ -62,7 +63,10 @@ def train_parallel(recipe, ranks: int, train_rank, checkpoint_dir=None, on_step=
         if (workers.ranks, workers.fingerprint) != (ranks, recipe.fingerprint()):
             raise ValueError(f"the {workers.ranks} ranks started train another recipe or "
                              f"rank count than this {ranks}-rank training")  # fmt: skip
-        device = device_of(resolve_device(recipe.device, f"{recipe.config_path}.device"), shard)
+        device = resolve_device(recipe.device, f"{recipe.config_path}.device")
+        if device.type == "cuda":  # a job on a node the config check did not see
+            check_ranks_fit(ranks, "cuda", max(torch.cuda.device_count(), 1))
+        device = device_of(device, shard)
         join(shard, workers.store, device)
         trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
         done = True
