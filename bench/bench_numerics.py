@@ -38,8 +38,9 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
     import yaml
 
     from tcrformer.core import numerics
+    from tcrformer.core.config import apply_receptor
 
-    config = yaml.safe_load(config_path.read_text())
+    config = apply_receptor(yaml.safe_load(config_path.read_text()))
     pinned = numerics.pin(numerics.Numerics(mode, threads))
     numerics.configure_torch(pinned, threads)
     import torch

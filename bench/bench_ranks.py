@@ -96,9 +96,10 @@ def worker(config_path: Path, variant: str, steps: int, warmup: int) -> dict:
     import yaml
 
     from tcrformer.core import blas, numerics
+    from tcrformer.core.config import apply_receptor
 
     mode, ranks, threads, impl, divisor, kernels = VARIANTS[variant]
-    config = yaml.safe_load(config_path.read_text())
+    config = apply_receptor(yaml.safe_load(config_path.read_text()))
     if threads is None:  # torch's defaults: leave the process alone
         pinned = numerics.pin(numerics.Numerics("native", 1))
         import torch

@@ -22,6 +22,7 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
+from tcrformer.core.config import apply_receptor
 from tcrformer.core.io import write_csv, write_text
 from tcrformer.training.data import random_batch
 from tcrformer.training.loop import make_step, new_run
@@ -99,7 +100,7 @@ def main(argv=None, section: dict | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     if section is None:
-        section = yaml.safe_load(args.config.read_text())["reversal"]
+        section = apply_receptor(yaml.safe_load(args.config.read_text()))["reversal"]
     paper = recipe_from_config(section)
     variants = {
         "reference": {"impl": "reference", "compile": False},

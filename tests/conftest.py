@@ -119,21 +119,19 @@ def shared_workflow(tmp_path_factory, name: str, build) -> Path:
 
 
 OFFLINE = {"plm": {"esm2": {"download": False}}}  # no network in tests: no ESM-2 weights
-# Another receptor (CASSLAPGATNEKLFF, TRBV7-9 and TRBJ1-4 ends, its glutamate E12 as the
-# focus), smaller notes and reversal models with other depths, and a short training.
-OTHER_RECEPTOR = "CASSLAPGATNEKLFF"
+# Another receptor (config/examples/other_receptor.yaml: CASSLAPGATNEKLFF, its TRBV7-9 and
+# TRBJ1-4 ends, its glutamate E12 as the focus), smaller notes and reversal models with
+# other depths, and a short training.
+OTHER_EXAMPLE = ROOT / "config" / "examples" / "other_receptor.yaml"
+OTHER_RECEPTOR = yaml.safe_load(OTHER_EXAMPLE.read_text())["receptor"]["cdr3b"]
 OTHER_RUN = {
+    **yaml.safe_load(OTHER_EXAMPLE.read_text()),
     "run": "other",
-    "toy": {"sequence": OTHER_RECEPTOR, "focus_position": 12},
     "notes": {"d_model": 128, "num_heads": 4, "d_ff": 256, "num_layers": 3},
-    "reversal": {"d_model": 32, "num_heads": 2, "num_layers": 1, "cdr3": OTHER_RECEPTOR,
-                 "steps": 40, "warmup": 10, "report_every": 20, "eval_n": 50},
-    "plm": {"chain": {"cdr3": OTHER_RECEPTOR}, "positions": [1, 12],
-            "germline": {"v_gene": "TRBV7-9*01", "v_cdr3": "CASSL",
-                         "j_gene": "TRBJ1-4*01", "j_cdr3": "TNEKLFF"},
-            **OFFLINE["plm"]},
-    "golden": {"strict": False},
+    "reversal": {"d_model": 32, "num_heads": 2, "num_layers": 1, "steps": 40, "warmup": 10,
+                 "report_every": 20, "eval_n": 50},
 }  # fmt: skip
+OTHER_RUN["plm"] = {**OTHER_RUN["plm"], **OFFLINE["plm"]}
 
 
 @pytest.fixture(scope="session")
@@ -163,10 +161,15 @@ def other_run(tmp_path_factory) -> Path:
     return shared_workflow(tmp_path_factory, "other", build)
 
 
-def default_config() -> dict:
-    """The workflow's config: config/config.yaml, then config/claims.yaml (as the Snakefile)."""
+def default_config(receptor: bool = True) -> dict:
+    """The workflow's config: config/config.yaml, then config/claims.yaml (as the Snakefile),
+    with the chapters' null receptor keys filled from the receptor block (receptor=False:
+    as the files have them, for a test that changes the receptor)."""
+    from tcrformer.core.config import apply_receptor
+
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    return {**config, **yaml.safe_load((ROOT / "config" / "claims.yaml").read_text())}
+    config = {**config, **yaml.safe_load((ROOT / "config" / "claims.yaml").read_text())}
+    return apply_receptor(config) if receptor else config
 
 
 def pytest_collection_modifyitems(config, items):

@@ -78,7 +78,11 @@ def job_params(caption: Path, config: dict) -> SimpleNamespace:
 
 
 def render(caption: Path, config: dict) -> str:
-    """The caption's reStructuredText as Snakemake renders it for a run of `config`."""
+    """The caption's reStructuredText as Snakemake renders it for a run of `config` (its
+    null receptor keys filled in, as the workflow's config check does)."""
+    from tcrformer.core.config import apply_receptor
+
+    config = apply_receptor(copy.deepcopy(config))
     job = SimpleNamespace(
         config=config, params=job_params(caption, config), wildcards={}, input=[], output=[]
     )

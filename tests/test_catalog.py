@@ -5,6 +5,7 @@ that matches pyproject's, and a catalog file that is true to the layout."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -24,6 +25,15 @@ def test_the_top_level_snakefile_includes_workflow_snakefile(workflow_copy):
     for done in both:
         assert done.returncode == 0, done.stderr[-2000:]
         assert "train_reversal" in done.stdout  # the default target is `all`, from either one
+
+
+def test_the_test_directory_runs_as_the_catalog_runs_it(workflow_copy):
+    """`snakemake --directory .test`: the workflow's own config, then .test's laid over it
+    (its run name and short training), results under .test/results/."""
+    shutil.copytree(ROOT / ".test", workflow_copy / ".test", symlinks=True)
+    done = snakemake(workflow_copy, "-n", "--directory", ".test")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "results/test/reversal/model.safetensors" in done.stdout  # .test's run name
 
 
 def test_the_rule_files_parse_with_the_workflows_own_library_and_no_heavy_imports(workflow_copy):

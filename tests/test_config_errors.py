@@ -240,3 +240,44 @@ def test_the_defaults_filled_in_are_snakemakes(start):
     fill_defaults(ours, SCHEMA)
     snakemake_validate(theirs, str(SCHEMA_PATH), set_default=True)
     assert ours == theirs and ours["reversal"]["steps"] == 3000
+
+
+# --- the receptor block ---------------------------------------------------------------------
+
+
+def test_the_receptor_block_fills_every_chapter_key_left_null():
+    from tcrformer.core.config import RECEPTOR_KEYS
+
+    config = default_config(receptor=False)
+    config["receptor"] = {**config["receptor"], "cdr3b": "CASSIRSSYEQYW"}  # another F/W end
+    config["plm"]["germline"]["j_cdr3"] = "SYEQYW"
+    settings = validate_config(config, SCHEMA_PATH)
+    assert config["toy"]["sequence"] == config["plm"]["chain"]["cdr3"] == "CASSIRSSYEQYW"
+    assert settings["reversal"].recipes["reversal"].cdr3 == "CASSIRSSYEQYW"
+    assert settings["plm"].receptor.cdr3b == "CASSIRSSYEQYW"
+    for path, field in RECEPTOR_KEYS.items():  # every key it names now holds the receptor's
+        node = config
+        for part in path:
+            node = node[part]
+        assert node == config["receptor"][field], path
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ({"receptor": {"cdr3b": "CASSLAPGATNEKLFF"}}, "plm.germline.v_cdr3"),  # CASSI ends
+        ({"plm": {"germline": {"j_cdr3": "TNEKLFF"}}}, "plm.germline.j_cdr3"),
+        ({"plm": {"germline": {"v_cdr3": "CASSIRS", "j_cdr3": "SSYEQYF"}}}, "plm.germline.j_cdr3"),
+    ],
+    ids=["receptor without its germline ends", "J end not the CDR3's", "ends overlap"],
+)
+def test_a_cdr3_that_disagrees_with_its_germline_ends_is_refused(override, key):
+    config = default_config(receptor=False)
+    for section, values in override.items():
+        for name, value in values.items():
+            if isinstance(value, dict):
+                config[section][name].update(value)
+            else:
+                config[section][name] = value
+    error = validate(config)
+    assert error is not None and error.key == key, error

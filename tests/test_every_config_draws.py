@@ -12,6 +12,7 @@ from non-default configurations.
 from __future__ import annotations
 
 import copy
+import json
 import zipfile
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from tcrformer.core.io import write_named
 from tcrformer.figures import FIGURES, draw
 from tcrformer.validation import validate
 
-from conftest import ROOT, default_config
+from conftest import OTHER_RECEPTOR, ROOT, default_config
 
 matplotlib.use("Agg")
 torch.set_num_threads(1)
@@ -150,3 +151,20 @@ def test_a_non_default_run_draws_every_figure_and_its_report(other_run):
     with zipfile.ZipFile(other_run / "other_report.zip") as archive:
         names = {Path(name).name for name in archive.namelist()}
     assert {f"{figure.id}.png" for figure in OF_ALL} <= names
+
+
+@pytest.mark.slow
+def test_the_other_receptor_reaches_every_chapter(other_run):
+    """config/examples/other_receptor.yaml sets the receptor block: every chapter read its
+    CDR3, and the scan's germline labels come from its own germline ends."""
+    results = other_run / "results/other"
+    assert json.loads((results / "values.json").read_text())["toy.sequence"] == OTHER_RECEPTOR
+    notes = json.loads((results / "notes/figure_data.json").read_text())
+    assert notes["sequence"] == OTHER_RECEPTOR
+    scan = pd.read_csv(results / "plm/scan.csv")
+    for _, guesses in scan.groupby("model"):
+        assert "".join(guesses.sort_values("position")["true_residue"]) == OTHER_RECEPTOR
+    segments = scan[scan["model"] == "sceptr"].sort_values("position")["segment"].tolist()
+    assert segments == ["V-gene"] * 5 + ["junction"] * 4 + ["J-gene"] * 7  # CASSL APGA TNEKLFF
+    decoded = (results / "reversal/cdr3_decoded.txt").read_text().splitlines()
+    assert decoded[0] == OTHER_RECEPTOR

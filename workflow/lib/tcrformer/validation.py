@@ -1,8 +1,9 @@
 """The config check the workflow runs before any rule, as one function the tests call too.
 
     validate(config, schema_path)   raises ConfigError (one line naming the key), or fills in
-                                    the schema's defaults and returns every chapter's typed
-                                    settings, {chapter: Settings}, made once
+                                    the schema's defaults and the receptor's keys, and
+                                    returns every chapter's typed settings, {chapter:
+                                    Settings}, made once
 
 The schema first (with command-line strings turned into the numbers they stand for), then
 every chapter's own checks (its `Settings.from_config`) and the figures'. It lives outside
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from tcrformer.chapters import PACKAGES, settings_of
 from tcrformer.core.config import (
+    apply_receptor,
     coerce_cli_strings,
     fill_defaults,
     first_schema_error,
@@ -31,6 +33,7 @@ def validate(config: dict, schema_path: str | Path) -> dict:
     if error is not None:
         raise error
     fill_defaults(config, schema)
+    apply_receptor(config)
     made = {}
 
     def chapter_check(chapter: str, settings: type):

@@ -235,3 +235,29 @@ def section_error(section: str, values: Mapping, named_as: str) -> ConfigError |
         return None
     key = error.key.replace(section, named_as, 1)
     return ConfigError(key, error.value, error.problem)
+
+
+# The keys that read the `receptor:` block when left null: (section, ..., key) -> its field.
+RECEPTOR_KEYS = {
+    ("toy", "sequence"): "cdr3b",
+    ("plm", "chain", "cdr3"): "cdr3b",
+    ("reversal", "cdr3"): "cdr3b",
+    ("plm", "tcr", "trbv"): "trbv",
+    ("plm", "germline", "v_gene"): "trbv",
+    ("plm", "germline", "j_gene"): "trbj",
+    ("plm", "tcr", "cdr3a"): "cdr3a",
+    ("plm", "tcr", "trav"): "trav",
+}
+
+
+def apply_receptor(config: dict) -> dict:
+    """Every chapter key left null takes the receptor's value, in place: the workflow's
+    config check does it, and so does any tool that reads config/config.yaml itself."""
+    for path, field in RECEPTOR_KEYS.items():
+        *sections, key = path
+        node = config
+        for section in sections:
+            node = node[section]
+        if node[key] is None:
+            node[key] = config["receptor"][field]
+    return config

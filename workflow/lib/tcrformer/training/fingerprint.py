@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from tcrformer.core import numerics
+from tcrformer.core.config import apply_receptor
 
 
 def fingerprint(
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks")
     parser.add_argument("--products", action="store_true", help="the products' fingerprint")
     args = parser.parse_args(argv)
-    config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    config = apply_receptor(yaml.safe_load(Path(args.config).read_text(encoding="utf-8")))
     if args.mode:
         config["numerics"] = {**(config.get("numerics") or {}), "mode": args.mode}
     if args.products:

@@ -21,6 +21,7 @@ import yaml
 from tcrformer.chapters.ensemble import distributions
 from tcrformer.chapters.ensemble.compute import golden_bands
 from tcrformer.core import golden
+from tcrformer.core.config import apply_receptor
 from tcrformer.core.io import write_text
 from tcrformer.core.manifest import git_state
 from tcrformer.training.recipe import recipe_from_config
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", default="config/golden", type=Path)
     parser.add_argument("--config", default="config/config.yaml", type=Path)
     args = parser.parse_args(argv)
-    config = yaml.safe_load(args.config.read_text(encoding="utf-8"))
+    config = apply_receptor(yaml.safe_load(args.config.read_text(encoding="utf-8")))
     bands = refit(args.folder, config)
     text = yaml.safe_dump(bands, sort_keys=False, allow_unicode=True)
     write_text(args.folder / "ensemble_bands.yaml", text)

@@ -85,7 +85,7 @@ class Settings:
             chain=chain,
             positions=check_positions("plm.positions", plm["positions"], chain.cdr3),
             receptor=_receptor(plm["tcr"], chain.cdr3),
-            germline=_germline(plm["germline"]),
+            germline=_germline(plm["germline"], chain.cdr3),
             esm2=_esm2(plm["esm2"]),
             sceptr_variant=plm["sceptr"]["variant"],
         )
@@ -144,13 +144,23 @@ def _receptor(section: Mapping, cdr3b: str) -> Receptor:
     )
 
 
-def _germline(section: Mapping) -> Germline:
-    return Germline(
+def _germline(section: Mapping, cdr3: str) -> Germline:
+    """The germline-encoded ends of `cdr3`: v_cdr3 must begin it and j_cdr3 end it, and
+    they may not overlap (else the scan would call germline residues junctional)."""
+    germline = Germline(
         v_gene=section["v_gene"],
         v_cdr3=check_amino_acids("plm.germline.v_cdr3", section["v_cdr3"]),
         j_gene=section["j_gene"],
         j_cdr3=check_amino_acids("plm.germline.j_cdr3", section["j_cdr3"]),
     )
+    if not cdr3.startswith(germline.v_cdr3):
+        raise ConfigError("plm.germline.v_cdr3", germline.v_cdr3, f"does not begin the CDR3 {cdr3}")
+    if not cdr3.endswith(germline.j_cdr3):
+        raise ConfigError("plm.germline.j_cdr3", germline.j_cdr3, f"does not end the CDR3 {cdr3}")
+    if len(germline.v_cdr3) + len(germline.j_cdr3) > len(cdr3):
+        overlap = f"overlaps plm.germline.v_cdr3 = {germline.v_cdr3} in the CDR3 {cdr3}"
+        raise ConfigError("plm.germline.j_cdr3", germline.j_cdr3, overlap)
+    return germline
 
 
 def regression_path(checkpoint: Path) -> Path:
