@@ -84,7 +84,8 @@ import json, sys
 sys.path.insert(0, "bench")
 import yaml
 from tcrformer.core import numerics
-config = yaml.safe_load(open("config/config.yaml"))
+from tcrformer.core.config import apply_receptor
+config = apply_receptor(yaml.safe_load(open("config/config.yaml")))
 pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
 numerics.configure_torch(pinned, threads=None)
 import golden_power

@@ -66,6 +66,7 @@ def test_default_profile_is_cpu_only():
     gpus = [res.get("gpu", 0) for res in profile.get("set-resources", {}).values()]
     assert not any(gpus)
     assert "executor" not in profile
+    assert profile["cores"] == "all"  # a plain `snakemake` runs, on every core
 
 
 def test_gpu_profile_gives_the_training_rule_one_gpu():

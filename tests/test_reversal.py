@@ -27,11 +27,11 @@ from tcrformer.training.recipe import recipe_from_config, resolve_device, with_o
 from tcrformer.training.schedule import LinearSchedule, NoamSchedule, label_smoothing_floor
 from tcrformer.training.values import losses_frame, recipe_values
 
-from conftest import ROOT, snakemake, write_config
+from conftest import ROOT, default_config, snakemake, write_config
 
 torch.set_num_threads(1)  # tiny models; robust to a busy machine (no OpenMP oversubscription)
 LIB = ROOT / "workflow/lib"
-SECTION = yaml.safe_load((ROOT / "config/config.yaml").read_text())["reversal"]
+SECTION = default_config()["reversal"]  # the receptor's CDR3 filled in, as the workflow does
 TINY = dict(
     d_model=16,
     num_heads=2,
