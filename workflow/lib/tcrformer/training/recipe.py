@@ -112,11 +112,17 @@ class EvaluationPlan:
 RECORDS = {"task": Task, "model": Model, "optimiser": Optimiser, "runtime": Runtime,
            "host": Host, "evaluation": EvaluationPlan}  # fmt: skip
 SHAPES_BITS = ("task", "model", "optimiser", "runtime")
-_TOP = ("name", "seed")  # the seed seeds the init, the batches and dropout: every record's
+_TOP = ("name", "seed")  # the recipe's own fields; the seed seeds init, batches and dropout
 _OWNER = {f.name: record for record, kind in RECORDS.items() for f in fields(kind)}
 # What the model is beyond its sizes: saved with the weights only where not the paper's.
 _OPTIONAL_PARTS = {f.name: f.default for f in fields(Model)
                    if f.name in ("positions", "score_scale", "arch")}  # fmt: skip
+
+
+def _known_fields(names) -> None:
+    unknown = set(names) - set(_OWNER) - set(_TOP)
+    if unknown:
+        raise TypeError(f"not a recipe field: {', '.join(sorted(unknown))}")
 
 
 @dataclass(frozen=True)
@@ -142,9 +148,7 @@ class Recipe:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Recipe:
         """The inverse of params() and training_params() (a rule's params, a rank's file)."""
-        unknown = set(params) - set(_OWNER) - set(_TOP)
-        if unknown:
-            raise TypeError(f"not a recipe field: {', '.join(sorted(unknown))}")
+        _known_fields(params)
         records = {
             record: kind(**{f.name: params[f.name] for f in fields(kind) if f.name in params})
             for record, kind in RECORDS.items()
@@ -153,9 +157,7 @@ class Recipe:
 
     def replace(self, **changes: Any) -> Recipe:
         """A copy with some fields changed, each in its record (unchecked: with_overrides)."""
-        unknown = set(changes) - set(_OWNER) - set(_TOP)
-        if unknown:
-            raise TypeError(f"not a recipe field: {', '.join(sorted(unknown))}")
+        _known_fields(changes)
         updates = {k: changes[k] for k in _TOP if k in changes}
         for record in RECORDS:
             mine = {k: v for k, v in changes.items() if _OWNER.get(k) == record}

@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from tcrformer.models.transformer import decoder_io
 from tcrformer.training.data import PAD
 
 
@@ -27,8 +28,9 @@ class Shard:
     def rows(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """This rank's strings of the full batch, and its share of the target tokens."""
         mine = slice(self.rank, None, self.size)
-        tokens = (tgt[:, 1:] != PAD).sum()
-        return src[mine], tgt[mine], (tgt[mine, 1:] != PAD).sum() / tokens
+        _, targets = decoder_io(tgt)  # the tokens the loss is a mean over
+        tokens = (targets != PAD).sum()
+        return src[mine], tgt[mine], (targets[mine] != PAD).sum() / tokens
 
     def sum_gradients(self, params: list[nn.Parameter], loss: Tensor) -> Tensor:
         """The gradients summed over the ranks, in place, and the summed loss: one flat
