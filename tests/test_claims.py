@@ -1,4 +1,4 @@
-"""The claims chapter (v2): its settings, the decision rule, every criterion evaluated by code,
+"""The claims chapter (v3): its settings, the decision rule, every criterion evaluated by code,
 the arms' changes reaching the trained model, the pre-registration, and the reduced run as CI
 runs it."""
 
@@ -16,10 +16,17 @@ import torch
 import yaml
 
 from tcrformer.chapters.claims import protocol, verdicts
-from tcrformer.chapters.claims.compute import claims_sweep, finite_or_none
+from tcrformer.chapters.claims.compute import (
+    DECISION_CODE,
+    claims_register,
+    claims_sweep,
+    claims_sweep_grid,
+    decision_code_digest,
+    finite_or_none,
+)
 from tcrformer.chapters.claims.kinds import KINDS, TESTS
 from tcrformer.chapters.claims.settings import Settings
-from tcrformer.chapters.claims.summary import CHANGED, registration_mark
+from tcrformer.chapters.claims.summary import CHANGED, CODE_CHANGED, registration_mark
 from tcrformer.core.config import ConfigError
 from tcrformer.training import measures
 from tcrformer.training.data import random_batch
@@ -47,8 +54,9 @@ def test_every_claim_names_its_source_criterion_and_a_test_code_can_run():
             assert {e for k, e in used if k == kind} == set(effects), kind
     for claim in SETTINGS.claims:
         assert claim.source.startswith(("000_", "002_")), claim.id
-        assert claim.criterion.startswith(("SUPPORTED", "HOLDS")), claim.id
-        assert claim.v1, f"{claim.id}: say what v2 changed"
+        assert claim.criterion.startswith(("SUPPORTED", "HOLDS", "If")), claim.id
+        assert bool(claim.precondition) == claim.criterion.startswith("If"), claim.id
+        assert claim.revision, f"{claim.id}: say what v3 changed"
         assert all(arm in SETTINGS.arms for arm in claim.arms())
     experiments = [c for c in SETTINGS.claims if c.kind == "experiment"]
     assert all("margin" in c.test and "direction" in c.test for c in experiments)
@@ -72,7 +80,7 @@ def test_bad_arms_name_their_key(arms, key):
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"test": {"effect": "median_difference", "metric": "x", "arm": "nowhere",
+        ({"test": {"effect": "paired_difference", "metric": "x", "arm": "nowhere",
                    "reference": "baseline", "margin": 0.1, "direction": "greater"}},
          "claims.list[0].test"),
         ({"test": {"effect": "vibes"}}, "claims.list[0].test.effect"),
@@ -91,33 +99,57 @@ def test_a_bad_claim_names_its_key(change, key):
 # The decision rule -------------------------------------------------------------------------------
 
 
-def test_the_bootstrap_interval_and_p_values_see_the_margin():
-    base = np.array([0.60, 0.61, 0.62, 0.63, 0.64, 0.65, 0.66, 0.67])
-    clear = protocol.effect("median_difference", [base + 0.2, base], 0.05, "greater")
-    assert clear.low > 0.05 and clear.side == protocol.SUPPORTED and clear.p_value < 0.001
-    small = protocol.effect("median_difference", [base + 0.01, base], 0.05, "greater")
-    assert small.high < 0.05 and small.side == protocol.REFUTED and small.p_value < 0.025
-    noisy = protocol.effect("median_difference", [base * 1.05, base], 0.03, "greater")
-    assert noisy.low < 0.03 < noisy.high and noisy.p_value > 0.01
+BASE = np.array([0.60, 0.61, 0.62, 0.63, 0.64, 0.65, 0.66, 0.67])
 
 
-def test_equivalence_needs_the_whole_interval_inside_the_margin():
-    base = np.linspace(0.6, 0.7, 8)
-    inside = protocol.effect("relative_difference", [base * 1.01, base], 0.1, "equivalent")
-    assert inside.side == protocol.SUPPORTED and inside.p_value < 0.025
-    outside = protocol.effect("relative_difference", [base * 1.5, base], 0.1, "equivalent")
-    assert outside.side == protocol.REFUTED and outside.p_value < 0.01
+def test_the_sign_flip_test_and_its_interval_see_the_margin():
+    clear = protocol.effect("paired_difference", [BASE + 0.2, BASE], 0.05, "greater")
+    assert clear.low > 0.05 and clear.side == protocol.SUPPORTED
+    assert clear.p_value == pytest.approx(2**-8)  # every seed above: the smallest p of 8
+    small = protocol.effect("paired_difference", [BASE + 0.01, BASE], 0.05, "greater")
+    assert small.high < 0.05 and small.side == protocol.REFUTED
+    noise = np.array([0.05, -0.04, 0.03, -0.02, 0.06, -0.01, 0.02, -0.03])
+    noisy = protocol.effect("paired_difference", [BASE + 0.03 + noise, BASE], 0.03, "greater")
+    assert noisy.low < 0.03 < noisy.high and noisy.p_value > 0.1
 
 
-def test_rates_get_a_score_interval_that_knows_small_samples():
-    """0 of 8 against 0 of 8 cannot rule out a 25 % difference (0 of 8 allows 31 %); a
-    bootstrap would call the difference exactly 0. 8 of 8 against 0 of 8 clears it."""
-    none = protocol.effect("rate_difference", [np.zeros(8), np.zeros(8)], 0.25, "greater")
-    assert none.low < -0.25 and none.high > 0.25 and none.p_value > 0.05
-    every = protocol.effect("rate_difference", [np.ones(8), np.zeros(8)], 0.25, "greater")
-    assert every.side == protocol.SUPPORTED and every.p_value < 0.05 / 13
-    with pytest.raises(ValueError, match="0/1 outcomes"):
-        protocol.effect("rate_difference", [np.full(8, 0.5), np.zeros(8)], 0.25, "greater")
+def test_the_interval_is_the_test_inverted():
+    """A margin outside the 95 % interval is rejected by a one-sided test at 2.5 %, one
+    inside is not: the interval and the decision never disagree."""
+    d = np.array([0.3, 0.1, 0.5, -0.1, 0.4, 0.2, 0.6, 0.05, 0.35, 0.15])
+    found = protocol.effect("seed_mean", [d], 0.0, "greater")
+    signs = protocol.sign_vectors(d.size)
+    for m in (found.low - 1e-6, found.high + 1e-6):
+        assert min(protocol.p_above(d, m, signs), protocol.p_below(d, m, signs)) <= 0.025
+    for m in (found.low + 1e-3, found.high - 1e-3, d.mean()):
+        assert min(protocol.p_above(d, m, signs), protocol.p_below(d, m, signs)) > 0.025
+
+
+def test_few_seeds_cannot_decide_and_say_so():
+    """With n seeds the smallest p-value is 2^-n: four seeds all far above the margin give
+    1/16, which no Holm level of 5 % over several claims admits."""
+    four = protocol.effect("seed_mean", [np.array([0.9, 0.95, 0.92, 0.97])], 0.1, "greater")
+    assert four.p_support == pytest.approx(1 / 16)
+    assert math.isnan(four.low)  # a 95 % interval needs p <= 0.025: more than 5 seeds
+
+
+def test_equivalence_needs_both_one_sided_tests():
+    inside = protocol.effect("paired_relative", [BASE * 1.01, BASE], 0.1, "equivalent")
+    assert inside.side == protocol.SUPPORTED and inside.p_value == pytest.approx(2**-8)
+    outside = protocol.effect("paired_relative", [BASE * 1.5, BASE], 0.1, "equivalent")
+    assert outside.side == protocol.REFUTED and outside.p_value == pytest.approx(2**-8)
+
+
+def test_pairing_sees_what_the_seeds_share():
+    """Seeds differ a lot (0.1 to 0.8), the arm adds 0.02 to each: paired, that is plain;
+    shuffling the pairing (what an unpaired analysis amounts to) hides it."""
+    ref = np.linspace(0.1, 0.8, 8)
+    paired = protocol.effect("paired_difference", [ref + 0.02, ref], 0.0, "greater")
+    assert paired.p_value == pytest.approx(2**-8) and paired.low > 0
+    unpaired = protocol.effect("paired_difference", [(ref + 0.02)[::-1], ref], 0.0, "greater")
+    assert unpaired.p_value > 0.2
+    with pytest.raises(ValueError, match="pairs seeds"):
+        protocol.effect("paired_difference", [ref, ref[:7]], 0.0, "greater")
 
 
 def test_holm_steps_down_and_stops_at_the_first_failure():
@@ -125,14 +157,23 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
     assert protocol.holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
     assert protocol.holm([0.02, 0.02], 0.05) == [True, True]
     assert protocol.holm([0.03, 0.2], 0.05) == [False, False]
+    assert protocol.holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
+        [0.05 / 3, 0.05, 0.05 / 2, 0.05 / 4]
+    )
 
 
 def test_a_claim_decided_alone_would_be_inconclusive_in_the_family():
-    """Holm at work: p = 0.02 clears 5 % alone, not as one of five tests."""
-    effects = {f"c{i}": protocol.Effect("m", 1, 0, 2, 0, "greater", 0.02, 0.9, (8,))
+    """Holm at work: p = 0.02 clears 5 % alone, not as one of five tests; and each claim's
+    Holm-level interval is wider than its 95 % one."""
+    d = (0.1, 0.2, 0.15, 0.3, 0.25, 0.05, 0.2, 0.1)
+    effects = {f"c{i}": protocol.Effect("m", 1, 0, 2, 0, "greater", 0.02, 0.9, (8, 8), d)
                for i in range(5)}  # fmt: skip
-    assert set(protocol.decide(effects, 0.05).values()) == {protocol.INCONCLUSIVE}
-    assert protocol.decide({"c0": effects["c0"]}, 0.05)["c0"] == protocol.SUPPORTED
+    verdicts_, adjusted = protocol.decide(effects, 0.05)
+    assert set(verdicts_.values()) == {protocol.INCONCLUSIVE}
+    assert protocol.decide({"c0": effects["c0"]}, 0.05)[0]["c0"] == protocol.SUPPORTED
+    alone = protocol.effect("seed_mean", [np.array(d)], 0.0, "greater")
+    held = adjusted["c0"]
+    assert held.holm_low < alone.low and held.holm_high > alone.high and held.holm_level > 0.95
 
 
 def seeds(n=8, **metrics):
@@ -144,44 +185,51 @@ def seeds(n=8, **metrics):
 
 def measure(arms, **extra):
     return verdicts.Measurements(
-        arms, extra.get("analytic", {}), extra.get("cost", {}), extra.get("speed", {}), 1000
-    )
+        arms, extra.get("analytic", {}), extra.get("cost", {}), extra.get("speed", {}), 1000,
+        extra.get("seeds", {}), extra.get("sweeps", {}),
+    )  # fmt: skip
 
 
-def test_divergence_is_judged_against_the_reference_median():
-    test = {"effect": "rate_difference", "metric": "diverged", "arm": "a", "reference": "r",
-            "divergence_reference": "r", "factor": 2.0, "margin": 0.25,
-            "direction": "greater"}  # fmt: skip
-    ref = seeds(final_loss=0.6)
-    half = seeds(final_loss=(5, 5, 5, 5, None, 0.6, 0.6, 0.6))  # None: a NaN loss, diverged
-    found, (arm, reference) = verdicts.experiment_effect(test, measure({"a": half, "r": ref}),
-                                                         999, 0)  # fmt: skip
-    assert arm.tolist() == [1, 1, 1, 1, 1, 0, 0, 0] and reference.sum() == 0
-    assert found.estimate == pytest.approx(5 / 8)
+def test_arms_are_paired_by_seed_number_and_pooled_arms_averaged():
+    test = {"effect": "paired_difference", "metric": "x", "arm": ["a", "b"], "reference": "r",
+            "margin": 0, "direction": "greater"}  # fmt: skip
+    m = measure({"a": seeds(3, x=(0.0, 1.0, 2.0)), "b": seeds(3, x=(1.0, 1.0, 2.0)),
+                 "r": seeds(2, x=(10.0, 30.0))},
+                seeds={"a": [0, 1, 2], "b": [0, 1, 2], "r": [2, 0]})  # fmt: skip
+    assert verdicts.shared_seeds(test, m) == [0, 2]
+    assert verdicts.per_seed(test, m, "arm", [0, 2]).tolist() == [0.5, 2.0]
+    assert verdicts.per_seed(test, m, "reference", [0, 2]).tolist() == [30.0, 10.0]
 
 
-def test_pooled_arms_give_each_seed_the_mean_over_them():
-    test = {"effect": "median", "metric": "x", "arm": ["a", "b"], "margin": 0, "direction": "less"}
-    m = measure({"a": seeds(2, x=(0.0, 1.0)), "b": seeds(2, x=(1.0, 1.0))})
-    assert verdicts.per_seed(test, m, "arm").tolist() == [0.5, 1.0]
-
-
-def synthetic_measurements():
+def synthetic_measurements(**changes):
+    """Every arm's seeds with metrics where each manipulation check passes; `changes`
+    replaces metrics of named arms ({arm: {metric: value}})."""
     by_length = {"8": 1.0, "16": 0.5}
     metric = dict(
         final_loss=0.6, early_loss=1.0, heldout_exact=990, heldout_fraction=0.99,
         overconfidence=0.01, ece=0.02, spikes=1, worst_jump=0.4, max_grad_norm=3.0,
         activation_ratios=[0.8, 1.1], init_scale=0.2, beam_net_wins=0.01, forgetting=0.5,
-        exact_by_length=by_length, importance_rho=(0.1, 0.3, 0.2, 0.5, 0.1, 0.2, 0.4, 0.3),
+        exact_by_length=by_length, importance_rho=(-0.1, -0.3, -0.2, -0.5, -0.1, -0.2, -0.4, -0.3),
+        residue_rho=(0.1, 0.3, 0.2, 0.45, 0.1, 0.2, 0.4, 0.3), diverged=0.0, plateau_drop=0.001,
+        stress_damage=2.0, stress_norm_ratio=1e4,
     )  # fmt: skip
-    arms = {arm: seeds(**metric) for arm in SETTINGS.arms}
+    arms = {}
+    for arm in SETTINGS.arms:
+        n = len(SETTINGS.seeds_of(arm))
+        values = {**metric, **changes.get(arm, {})}
+        arms[arm] = seeds(n, **{k: (v[:n] if isinstance(v, tuple) else v)
+                                for k, v in values.items()})  # fmt: skip
     analytic = {
         "permutation_off": 0.0, "permutation_on": 0.5, "relative_residuals": {"1": 1e-14},
         "cosine_first_rise": 44, "jacobian_ratios": list(np.linspace(1.2, 2.6, 40)),
     }  # fmt: skip
     cost = {"memory_exponent": 2.0, "time_exponent": 1.5, "min_length": 512}
-    speed = {"gru_blocks": [5.0, 5.5, 4.8], "transformer_blocks": [9.0, 9.1, 8.7]}
-    return measure(arms, analytic=analytic, cost=cost, speed=speed)
+    speed = {"gru_blocks": [5.0, 5.5, 4.8], "transformer_blocks": [9.0, 9.1, 8.7],
+             "parallel_speedup": 1.6, "threads": 2}  # fmt: skip
+    sweeps = {"gru": {"key": "peak_lr", "value": 0.01, "at_edge": False}}
+    return measure(arms, analytic=analytic, cost=cost, speed=speed,
+                   seeds={arm: SETTINGS.seeds_of(arm) for arm in SETTINGS.arms},
+                   sweeps=sweeps)  # fmt: skip
 
 
 def test_every_claim_gets_a_verdict_of_its_kind_and_a_sentence():
@@ -189,36 +237,137 @@ def test_every_claim_gets_a_verdict_of_its_kind_and_a_sentence():
     for claim in SETTINGS.claims:
         decision = decisions[claim.id]
         assert decision.verdict in verdicts.VERDICTS[claim.kind], claim.id
+        assert decision.verdict != protocol.NOT_TESTABLE, claim.id  # every check passes here
         assert len(decision.measured) > 10, claim.id
         assert decision.adjusted == (claim.kind == "experiment")
-    assert decisions["attention_importance"].verdict == protocol.SUPPORTED  # |rho| <= 0.5
+        assert decision.precondition.startswith("met") == bool(claim.precondition), claim.id
+    assert decisions["attention_importance"].verdict == protocol.SUPPORTED  # rho <= 0.45
+    assert "importance_rho (post hoc, signed)" in decisions["attention_importance"].measured
     assert decisions["rnn_slow"].verdict == protocol.SUPPORTED  # ratios 0.55, 0.60, 0.55
     assert decisions["relative_positions"].verdict == protocol.HOLDS
+    assert decisions["sqrt_dk_jacobian"].verdict == protocol.HOLDS  # every draw above 1
 
 
-def test_a_claim_changed_after_registration_is_marked():
+def test_attention_is_judged_by_its_sign():
+    """The directional rule: attention that ranks residues as the ablation does (rho 0.8 in
+    every seed) refutes the claim; the same strength reversed (rho -0.8) does not rank them
+    as the ablation does, and supports it. v2's |rho| would call both NOT SUPPORTED."""
+    ranked = synthetic_measurements(baseline={"residue_rho": 0.8})
+    assert verdicts.judge_all(SETTINGS, ranked)["attention_importance"].verdict == protocol.REFUTED
+    flipped = synthetic_measurements(baseline={"residue_rho": -0.8})
+    found = verdicts.judge_all(SETTINGS, flipped)["attention_importance"]
+    assert found.verdict == protocol.SUPPORTED and found.effect.estimate == pytest.approx(-0.8)
+
+
+@pytest.mark.parametrize(
+    ("untestable", "changes"),
+    [
+        ({"clipping"}, {"stress_unclipped": {"stress_damage": 0.2}}),  # no blow-up unclipped
+        ({"clipping"}, {"stress_unclipped": {"stress_norm_ratio": 1.0}}),  # nothing injected
+        ({"warmup", "pre_ln_stable"}, {"deep_post": {"heldout_fraction": 0.3}}),  # never learnt
+        ({"rnn_forgetful"}, {"gru": {"plateau_drop": 0.05}}),  # still falling
+        ({"rnn_slow"}, {}),  # no second thread to gain from (below)
+    ],
+)
+def test_a_failed_manipulation_check_is_not_testable_here(untestable, changes):
+    m = synthetic_measurements(**changes)
+    if untestable == {"rnn_slow"}:
+        m = replace(m, speed={**m.speed, "parallel_speedup": 1.02})
+    decisions = verdicts.judge_all(SETTINGS, m)
+    found = {i for i, d in decisions.items() if d.verdict == protocol.NOT_TESTABLE}
+    assert found == untestable
+    for claim_id in untestable:
+        assert decisions[claim_id].precondition.startswith("not met")
+        assert not decisions[claim_id].adjusted  # out of the Holm family
+    experiments = {c.id for c in SETTINGS.claims if c.kind == "experiment"}
+    assert {i for i, d in decisions.items() if d.adjusted} == experiments - untestable
+
+
+def test_the_edge_of_a_sweep_is_not_testable_here():
+    m = replace(synthetic_measurements(), sweeps={"gru": {"key": "peak_lr", "value": 0.1,
+                                                          "at_edge": True}})  # fmt: skip
+    decisions = verdicts.judge_all(SETTINGS, m)
+    assert decisions["rnn_forgetful"].verdict == protocol.NOT_TESTABLE
+    assert decisions["rnn_fade_with_attention"].verdict == protocol.NOT_TESTABLE
+
+
+def test_a_check_holds_only_when_every_seed_does():
+    assert verdicts.judge_all(SETTINGS, synthetic_measurements(
+        default_init={"init_scale": 1.0}))["xavier"].verdict == protocol.HOLDS  # fmt: skip
+    one_short = synthetic_measurements(default_init={"init_scale": (1.0, 0.6)})
+    assert verdicts.judge_all(SETTINGS, one_short)["xavier"].verdict == protocol.FAILS
+    learnt = synthetic_measurements(no_positions={"heldout_fraction": (0.01, 0.2)})
+    assert verdicts.judge_all(SETTINGS, learnt)["positions"].verdict == protocol.FAILS
+    few = synthetic_measurements()
+    few = replace(few, analytic={**few.analytic, "jacobian_ratios": [0.9] * 3 + [1.5] * 37})
+    assert verdicts.judge_all(SETTINGS, few)["sqrt_dk_jacobian"].verdict == protocol.FAILS
+
+
+def test_a_claim_or_its_code_changed_after_registration_is_marked():
     claim, arms = SETTINGS.claims[0], SETTINGS.arms
-    registration = {"claims": SETTINGS.registration()}
-    assert registration_mark(claim, registration, arms) == "as registered"
+    code = {"chapters/claims/protocol.py": "abc"}
+    registration = {"claims": SETTINGS.registration(), "decision_code": code}
+    assert registration_mark(claim, registration, arms, code) == "as registered"
     moved = replace(claim, test={**claim.test, "margin": 0.1})  # a criterion moved
-    assert registration_mark(moved, registration, arms) == CHANGED
-    assert registration_mark(replace(claim, v1="other words"), registration, arms) == (
-        "as registered"
-    )
-    retrained = {**arms, "no_warmup": arms["no_warmup"].replace(warmup=200)}  # an arm moved
-    assert registration_mark(claim, registration, retrained) == CHANGED
+    assert registration_mark(moved, registration, arms, code) == CHANGED
+    unchecked = replace(claim, precondition=())  # its manipulation check dropped
+    assert registration_mark(unchecked, registration, arms, code) == CHANGED
+    assert registration_mark(replace(claim, revision="other words"), registration, arms,
+                             code) == "as registered"  # fmt: skip
+    retrained = {**arms, "deep_post": arms["deep_post"].replace(warmup=200)}  # an arm moved
+    assert registration_mark(claim, registration, retrained, code) == CHANGED
     reseeded = {name: r.replace(seed=5) for name, r in arms.items()}  # a seed is no change
-    assert registration_mark(claim, registration, reseeded) == "as registered"
+    assert registration_mark(claim, registration, reseeded, code) == "as registered"
+    edited = {"chapters/claims/protocol.py": "abd"}  # the decision rule edited
+    assert registration_mark(claim, registration, arms, edited) == CODE_CHANGED
 
 
-def test_a_sweep_picks_the_best_median_and_the_first_on_a_tie():
+def test_the_registration_fixes_the_decision_code():
+    digest = decision_code_digest()
+    assert set(digest) == set(DECISION_CODE) and all(len(v) == 64 for v in digest.values())
+    registered = claims_register(SETTINGS, "sha", "commit")["registration"]
+    assert registered["decision_code"] == digest
+
+
+def test_a_sweep_at_its_edge_extends_itself():
     sweep = SETTINGS.sweeps["gru"]
-    results = {arm: seeds(2, heldout_exact=(900, 910)) for arm in sweep.candidates}
-    results[sweep.candidates[2]] = seeds(2, heldout_exact=(950, 990))
-    values = {arm: i for i, arm in enumerate(sweep.candidates)}
-    assert claims_sweep(sweep, results, values)["choice"]["chosen"] == sweep.candidates[2]
-    results[sweep.candidates[2]] = results[sweep.candidates[0]]
-    assert claims_sweep(sweep, results, values)["choice"]["value"] == 0
+    values = {arm: i for i, arm in enumerate(sweep.every_candidate)}
+    rising = {arm: seeds(2, heldout_exact=(100 * i, 100 * i + 10))
+              for i, arm in enumerate(sweep.candidates)}  # fmt: skip
+    grid = claims_sweep_grid(sweep, rising, values)["grid"]
+    assert grid["best"] == sweep.candidates[-1] and grid["extend"] == list(sweep.above)
+    inside = {**rising, sweep.candidates[1]: seeds(2, heldout_exact=(990, 995))}
+    assert claims_sweep_grid(sweep, inside, values)["grid"]["extend"] == []
+    # extended: the optimum inside the longer grid, or still at its end
+    peaked = {**rising, sweep.above[0]: seeds(2, heldout_exact=(990, 990)),
+              sweep.above[1]: seeds(2, heldout_exact=(500, 500))}  # fmt: skip
+    choice = claims_sweep(sweep, peaked, values)["choice"]
+    assert choice["chosen"] == sweep.above[0] and not choice["at_edge"]
+    climbing = {**peaked, sweep.above[1]: seeds(2, heldout_exact=(999, 999))}
+    assert claims_sweep(sweep, climbing, values)["choice"]["at_edge"]
+    tie = {arm: seeds(2, heldout_exact=(900, 900)) for arm in sweep.candidates}
+    assert claims_sweep(sweep, tie, values)["choice"]["value"] == values[sweep.candidates[0]]
+
+
+def test_the_power_plan_is_what_the_v2_archive_gives():
+    """config/claims_power.yaml is computed from the archived v2 run, never typed; and the
+    plan asks more seeds of a noisier effect, and at least the feasible count of any."""
+    from tcrformer.chapters.claims import power
+
+    committed = yaml.safe_load((ROOT / "config/claims_power.yaml").read_text())
+    v2 = power.v2_metrics(ROOT / "results/archive/claims_v2.tar.gz")
+    again = power.plan(CLAIMS["claims"]["list"], v2, CLAIMS["claims"]["alpha"])
+    assert {k: r["seeds"] for k, r in again["claims"].items()} == {
+        k: r["seeds"] for k, r in committed["claims"].items()
+    }
+    level = again["level"]
+    assert power.feasible_seeds(level) == 8 and 2**-8 <= level < 2**-7
+    assert (
+        power.seeds_needed(0.01, "greater", 0.02, level)
+        > power.seeds_needed(0.01, "greater", 0.01, level)
+        >= 8
+    )
+    assert min(r["seeds"] for r in again["claims"].values()) >= 8
 
 
 # The measures ------------------------------------------------------------------------------------
@@ -266,11 +415,11 @@ def test_beam_and_greedy_outputs_are_scored_by_one_function():
 # The arms' changes reach the model ---------------------------------------------------------------
 
 
-def test_no_warmup_starts_at_the_baselines_peak_rate_and_decays_alike():
-    base, flat = (schedule_for(SETTINGS.recipe(a, 0))[1] for a in ("baseline", "no_warmup"))
-    peak = base(399)  # step 400, the baseline's peak
+def test_no_warmup_starts_at_the_references_peak_rate_and_decays_alike():
+    base, flat = (schedule_for(SETTINGS.recipe(a, 0))[1] for a in ("deep_post", "deep_post_flat_1"))
+    peak = base(399)  # step 400, the reference's peak
     assert flat(0) == pytest.approx(peak) and flat(199) == pytest.approx(peak)
-    assert all(flat(i) == pytest.approx(base(i)) for i in (399, 1000, 2999))
+    assert all(flat(i) == pytest.approx(base(i)) for i in (399, 1000, 1199))
     assert NoamSchedule(64, 0)(0) > 19 * peak  # what v1's warmup 0 did at step 1
     quarter = schedule_for(SETTINGS.recipe("deep_post_flat_q", 0))[1]
     assert quarter(0) == pytest.approx(0.25 * peak)
@@ -306,13 +455,41 @@ def test_a_fixed_training_set_repeats_its_strings():
     assert len({tuple(r) for r in fresh.next_batch()[0].tolist()}) == 64
 
 
-def test_no_clipping_takes_the_norm_and_clips_nothing():
-    recipe = tiny("no_clipping", steps=2)
-    assert recipe.grad_clip == 0
-    run = new_run(recipe, torch.device("cpu"))
-    step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
-    loss, norm = step(*random_batch(8, 8, 16, torch.Generator().manual_seed(0)))
-    assert torch.isfinite(loss) and norm > 0
+def test_the_bad_batch_scales_one_steps_gradient_and_only_that_one():
+    """Steps before the bad batch train the same bits as without it; at its step the
+    pre-clip norm is stress_scale times what it would have been; the clipped arm clips it,
+    the unclipped does not (its norm is still taken)."""
+    calm, stressed = (tiny(arm, steps=6, stress_step=4, warmup=2)
+                      for arm in ("stress_clipped", "stress_clipped"))  # fmt: skip
+    calm = calm.replace(stress_step=0)
+    norms = {}
+    for name, recipe in (("calm", calm), ("stressed", stressed)):
+        run = new_run(recipe, torch.device("cpu"))
+        step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
+        norms[name] = [float(step(*run.strings.next_batch())[1]) for _ in range(recipe.steps)]
+    assert norms["calm"][:3] == norms["stressed"][:3]
+    assert norms["stressed"][3] == pytest.approx(norms["calm"][3] * stressed.stress_scale, rel=1e-4)
+    assert norms["calm"][4:] != norms["stressed"][4:]
+    assert SETTINGS.recipe("stress_unclipped", 0).grad_clip == 0
+    assert SETTINGS.recipe("stress_clipped", 0).grad_clip == 1.0
+    with pytest.raises(ConfigError, match="stress_step"):
+        from tcrformer.training.recipe import _check
+
+        _check(tiny("stress_clipped", steps=10, stress_step=11))
+
+
+def test_the_bad_batch_response_and_the_plateau_are_measured():
+    floor = 0.6
+    losses = np.full(3000, floor + 0.05)
+    norms = np.ones(3000)
+    norms[999] = 1e4
+    losses[1000:1050] = floor + 0.2  # the excess quadruples after the bad step
+    found = measures.stress_response(losses, norms, 1000, floor)
+    assert found["stress_damage"] == pytest.approx(2.0) and found["stress_norm_ratio"] == 1e4
+    assert measures.plateau_drop(losses) == pytest.approx(0.0)
+    falling = np.linspace(2.0, 1.0, 3000)
+    assert measures.plateau_drop(falling) > 0.1
+    assert math.isnan(measures.plateau_drop(falling[:900]))
 
 
 # The reduced run, as CI runs it ------------------------------------------------------------------

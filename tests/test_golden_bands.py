@@ -97,7 +97,7 @@ def test_every_recipe_key_is_an_input_and_a_draw_is_not():
     for key in ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "warmup", "norm",
                 "label_smoothing", "grad_clip", "init", "min_len", "max_len", "steps",
                 "batch_size", "schedule", "adam.beta2", "positions", "score_scale", "lr_scale",
-                "train_set"):  # fmt: skip
+                "train_set", "stress_step", "stress_scale"):  # fmt: skip
         assert f"reversal.{key}" in published, key
     for draw in ("seed", "device", "impl", "compile", "eval_seed"):
         assert f"reversal.{draw}" not in published, draw

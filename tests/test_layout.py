@@ -24,11 +24,11 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def rules_and_scripts() -> dict[str, str | None]:
-    """{rule name: the script it runs, or None} over every rule file."""
+    """{rule name: the script it runs, or None} over every rule file (checkpoints too)."""
     found = {}
     for path in sorted(RULES.glob("*.smk")):
         text = path.read_text()
-        blocks = re.split(r"^rule (\w+):", text, flags=re.M)
+        blocks = re.split(r"^(?:rule|checkpoint) (\w+):", text, flags=re.M)
         for name, body in zip(blocks[1::2], blocks[2::2], strict=True):
             script = re.search(r'script:\s*\n\s*"\.\./(?:\.\./)?[\w/]*?(\w+)\.py"', body)
             found[name] = script[1] if script else None

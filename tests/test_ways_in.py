@@ -65,6 +65,8 @@ CHANGES = {
     "beta2": {"beta2": 0.95},
     "eps": {"eps": 1e-3},
     "grad_clip": {"grad_clip": 0.0},  # 0: no clipping
+    "stress_step": {"stress_step": 2, "stress_scale": 100.0},  # one bad batch at step 2
+    "stress_scale": {"stress_step": 2, "stress_scale": 10.0, "grad_clip": 0.0},
     "impl": {"impl": "reference"},
     "precision": {"precision": "bf16"},
     "compile": {"compile": True},
@@ -73,7 +75,9 @@ CHANGES = {
 # torch.compile takes minutes on the CPU, and compiled bits need not differ.
 NOT_TRAINED = {"compile"}
 # What a change is compared against, where not TINY: the key matters only with another.
-BASE_OF = {"gru_hidden": {"arch": "gru"}, "peak_lr": {"schedule": "linear"}}
+BASE_OF = {"gru_hidden": {"arch": "gru"}, "peak_lr": {"schedule": "linear"},
+           # unclipped: a clipped bad batch has the same norm at any scale
+           "stress_scale": {"stress_step": 2, "stress_scale": 100.0, "grad_clip": 0.0}}  # fmt: skip
 TWO_RANK_KEYS = ("grad_clip", "init", "train_set", "label_smoothing")
 
 

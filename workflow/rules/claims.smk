@@ -2,7 +2,7 @@
 # Every claim, its experiment and its criterion are in config/claims.yaml, written before the
 # run; the verdicts are computed by code. Each (arm, seed) is its own training job, so the
 # SLURM and GPU profiles fan the chapter out.
-# tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C6).
+# tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C7).
 #
 #   results/<run>/claims/arms/<arm>/seed<s>/   history, metrics of one arm and seed
 #   results/<run>/claims/                      claims.{csv,md}, analytic.json, cost.csv, ...
@@ -67,9 +67,28 @@ rule train_claim_arm:
         "../scripts/train_claim_arm.py"
 
 
-rule claims_sweep:
+# A sweep first judges its registered grid; when the best candidate sits at the grid's edge
+# the grid asks for its extension (a checkpoint: the jobs after it depend on its choice).
+checkpoint claims_sweep_grid:
     input:
         metrics=sweep_metrics,
+    output:
+        grid=result("claims", "sweeps/{sweep}_grid.json"),
+    log:
+        log_for("claims_sweep_grid_{sweep}"),
+    localrule: True
+    conda:
+        "../../envs/numeric.yaml"
+    params:
+        values=sweep_values,
+    script:
+        "../scripts/claims_sweep_grid.py"
+
+
+rule claims_sweep:
+    input:
+        grid=rules.claims_sweep_grid.output.grid,
+        metrics=sweep_final_metrics,
     output:
         choice=result("claims", "sweeps/{sweep}.json"),
     log:
@@ -124,7 +143,7 @@ rule claims_rnn_speed:
         benchmark_for("claims_rnn_speed")
     conda:
         "../../envs/torch.yaml"
-    threads: TORCH_THREADS
+    threads: max(TORCH_THREADS, CLAIMS.speed["threads"])
     params:
         transformer=lambda wc: CLAIMS.recipe(
             claim_test("speed")["reference"], CLAIMS.seeds[0]
@@ -132,6 +151,7 @@ rule claims_rnn_speed:
         gru=lambda wc: CLAIMS.recipe(
             claim_test("speed")["arm"], CLAIMS.seeds[0]
         ).params(),
+        speed=CLAIMS.speed,
         numerics=NUMERICS,
     script:
         "../scripts/claims_rnn_speed.py"
@@ -147,6 +167,7 @@ rule claims_summary:
         cost=rules.claims_cost.output.summary,
         cost_table=rules.claims_cost.output.table,
         speed=rules.claims_rnn_speed.output.speed,
+        plan=CLAIMS_PLAN,
     output:
         table=report(
             result("claims", "claims.csv"),

@@ -1,11 +1,21 @@
 # Helpers of the claims chapter (kept apart from its rules, as snakemake --lint asks).
 
-from tcrformer.chapters.claims.settings import JOB_FOLDER
+import json
+from pathlib import Path
+
+from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
 
 CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
+# The power plan (seeds each claim needs), reported beside the seeds run, where there is one.
+CLAIMS_PLAN = [POWER_PLAN] if Path(POWER_PLAN).exists() else []
 # What a claim's metric adds to an arm's evaluation: metric -> the evaluation's extra.
-EXTRAS = {"beam_net_wins": "beam", "importance_rho": "importance", "init_scale": "init"}
+EXTRAS = {
+    "beam_net_wins": "beam",
+    "importance_rho": "importance",
+    "residue_rho": "attribution",
+    "init_scale": "init",
+}
 
 
 def claim_recipe(wc):
@@ -39,19 +49,32 @@ def sweep_choice(wc):
     return [result("claims", f"sweeps/{sweep.name}.json")] if sweep else []
 
 
-def sweep_metrics(wc):
-    sweep = CLAIMS.sweeps[wc.sweep]
+def _metrics_of(arms, seeds):
     return [
         result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/metrics.json")
-        for arm in sweep.candidates
-        for seed in sweep.seeds
+        for arm in arms
+        for seed in seeds
     ]
 
 
-def sweep_values(wc):
-    """{candidate arm: its value of the swept key}."""
+def sweep_metrics(wc):
+    """The registered grid's candidates, each over the sweep's seeds."""
     sweep = CLAIMS.sweeps[wc.sweep]
-    return {arm: getattr(CLAIMS.arms[arm], sweep.key) for arm in sweep.candidates}
+    return _metrics_of(sweep.candidates, sweep.seeds)
+
+
+def sweep_final_metrics(wc):
+    """The grid's candidates and the extension its choice asked for (after the checkpoint)."""
+    sweep = CLAIMS.sweeps[wc.sweep]
+    grid = checkpoints.claims_sweep_grid.get(sweep=wc.sweep).output.grid
+    extend = json.loads(Path(grid).read_text())["extend"]
+    return _metrics_of(sweep.candidates, sweep.seeds) + _metrics_of(extend, sweep.seeds)
+
+
+def sweep_values(wc):
+    """{candidate arm: its value of the swept key}, extensions included."""
+    sweep = CLAIMS.sweeps[wc.sweep]
+    return {arm: getattr(CLAIMS.arms[arm], sweep.key) for arm in sweep.every_candidate}
 
 
 def claim_test(effect):

@@ -13,7 +13,10 @@ def main(smk):
         Recipe.from_params(smk.params.transformer),
         Recipe.from_params(smk.params.gru),
     )
-    write_named(smk.output, claims_rnn_speed(transformer, gru))
+    write_named(
+        smk.output,
+        claims_rnn_speed(transformer, gru, **smk.params.speed),
+    )
 
 
 run(main, snakemake)

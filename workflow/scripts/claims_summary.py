@@ -1,6 +1,7 @@
 """Rule claims_summary: tcrformer.chapters.claims.compute.claims_summary."""
 
 import pandas as pd
+import yaml
 
 from tcrformer.chapters.claims.compute import claims_summary
 from tcrformer.chapters.claims.settings import Settings
@@ -29,6 +30,7 @@ def main(smk):
         read_json(smk.input.speed),
         read_json(smk.input.registration),
         sweeps,
+        yaml.safe_load(open(smk.input.plan[0])) if smk.input.plan else None,
     )
     write_named(smk.output, results)
 

@@ -8,8 +8,9 @@ from tcrformer.core.runner import run
 
 def main(smk):
     sweep = Settings.from_config(smk.config).sweeps[smk.wildcards.sweep]
-    paths = iter(smk.input.metrics)  # candidates in order, each over the sweep's seeds
-    results = {arm: [read_json(next(paths)) for _ in sweep.seeds] for arm in sweep.candidates}
+    arms = [*sweep.candidates, *read_json(smk.input.grid)["extend"]]
+    paths = iter(smk.input.metrics)  # as sweep_final_metrics lists them
+    results = {arm: [read_json(next(paths)) for _ in sweep.seeds] for arm in arms}
     write_named(smk.output, claims_sweep(sweep, results, smk.params.values))
 
 

@@ -85,6 +85,7 @@ def make_step(
         # (nonzero) would make the host wait for the device, and padding costs less there
     params = [p for p in model.parameters() if p.requires_grad]
     use_bf16 = recipe.precision == "bf16"
+    stress_step = recipe.stress_step  # the step whose gradient is scaled (0: none)
 
     def step(src: Tensor, tgt: Tensor) -> Tensor:
         model.train()
@@ -96,7 +97,10 @@ def make_step(
         if share is not None:
             loss = loss * share  # this rank's part of the full batch's mean loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if stress_step and scheduler.last_epoch + 1 == stress_step:
+            (loss * recipe.stress_scale).backward()  # the bad batch: its gradient scaled
+        else:
+            loss.backward()
         if share is not None:
             loss = shard.sum_gradients(params, loss)
         norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)

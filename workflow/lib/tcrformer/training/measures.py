@@ -27,6 +27,8 @@ from tcrformer.training.model import build_model
 
 FINAL_STEPS = 100  # the final loss: the mean of the last steps
 SPIKE_WINDOW, SPIKE_FACTOR, SPIKE_AFTER = 50, 1.5, 100
+STRESS_WINDOW = 50  # steps either side of a bad batch
+PLATEAU_WINDOW = 500  # the last two windows of the loss curve, compared
 CALIBRATION_BINS = 10
 DECODE_BATCH = 500  # strings decoded at once
 
@@ -128,21 +130,57 @@ def worst_jump(losses: np.ndarray, floor: float) -> float:
     return float(worst)
 
 
+def stress_response(
+    losses: np.ndarray, norms: np.ndarray, step: int, floor: float
+) -> dict[str, float]:
+    """What one bad batch at `step` (1-based) did. Damage: the mean excess loss of the
+    STRESS_WINDOW steps after it over that of the STRESS_WINDOW steps before, in log2 units
+    (1.0: the excess doubled; infinite when a loss is not finite). The manipulation check:
+    that step's pre-clip gradient norm over the median of the steps before it."""
+    before = slice(max(0, step - 1 - STRESS_WINDOW), step - 1)
+    after = slice(step, step + STRESS_WINDOW)
+    if not np.isfinite(losses[after]).all():
+        damage = math.inf
+    else:
+        excess = np.maximum(losses - floor, 1e-12)
+        damage = math.log2(excess[after].mean() / excess[before].mean())
+    return {
+        "stress_damage": float(damage),
+        "stress_norm_ratio": float(norms[step - 1] / np.median(norms[before])),
+    }
+
+
+def plateau_drop(losses: np.ndarray) -> float:
+    """How much the loss still fell at the end: the mean of the PLATEAU_WINDOW steps before
+    the last window over the mean of the last window, minus 1 (0: flat; NaN if too short or
+    not finite)."""
+    if len(losses) < 2 * PLATEAU_WINDOW or not np.isfinite(losses).all():
+        return math.nan
+    last = losses[-PLATEAU_WINDOW:].mean()
+    before = losses[-2 * PLATEAU_WINDOW : -PLATEAU_WINDOW].mean()
+    return float(before / last - 1)
+
+
 def curve_metrics(
-    history: pd.DataFrame, first_steps: int = 500, floor: float = 0.0
+    history: pd.DataFrame, first_steps: int = 500, floor: float = 0.0, stress_step: int = 0
 ) -> dict[str, float]:
     """The final loss (mean of the last FINAL_STEPS; infinite when a loss is not finite),
-    the mean loss of the first steps, loss spikes, the worst excess-loss jump above `floor`
-    and the largest pre-clip gradient norm."""
+    the mean loss of the first steps, loss spikes, the worst excess-loss jump above `floor`,
+    the largest pre-clip gradient norm, how much the loss still fell at the end, and what a
+    bad batch at `stress_step` did (where there was one)."""
     losses, norms = history["loss"].to_numpy(), history["grad_norm"].to_numpy()
     final = losses[-FINAL_STEPS:]
-    return {
+    metrics = {
         "final_loss": float(final.mean()) if np.isfinite(final).all() else math.inf,
         "early_loss": float(np.mean(losses[:first_steps])),
         "spikes": spikes(losses),
         "worst_jump": worst_jump(losses, floor),
         "max_grad_norm": float(np.nanmax(norms)),
+        "plateau_drop": plateau_drop(losses),
     }
+    if stress_step:
+        metrics.update(stress_response(losses, norms, stress_step, floor))
+    return metrics
 
 
 # Calibration, decoding, ablations, initial scales ------------------------------------------------

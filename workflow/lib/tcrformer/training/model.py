@@ -18,6 +18,7 @@ from tcrformer.core.io import ResultFileError, atomic_path
 from tcrformer.training.data import VOCAB_SIZE
 
 IMPLEMENTATIONS = ("reference", "fast")
+GRU_ARCHS = ("gru", "gru_attention")  # recurrent, sized by gru_hidden; with attention or not
 
 
 def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -> nn.Module:
@@ -25,12 +26,14 @@ def build_model(architecture: dict[str, Any], impl: str, init: str = "xavier") -
 
     init: xavier (the paper's), linear_default or default (models.transformer.initialise).
     """
-    if architecture.get("arch", "transformer") == "gru":
-        from tcrformer.models.rnn import GruEncoderDecoder
+    arch = architecture.get("arch", "transformer")
+    if arch in GRU_ARCHS:
+        from tcrformer.models.rnn import GruAttentionEncoderDecoder, GruEncoderDecoder
 
         layers, dropout = architecture["num_layers"], architecture["dropout"]
         hidden = architecture["gru_hidden"]
-        return GruEncoderDecoder(VOCAB_SIZE, VOCAB_SIZE, hidden, layers, dropout)
+        kind = GruAttentionEncoderDecoder if arch == "gru_attention" else GruEncoderDecoder
+        return kind(VOCAB_SIZE, VOCAB_SIZE, hidden, layers, dropout)
     shape = dict(
         src_vocab=VOCAB_SIZE,
         tgt_vocab=VOCAB_SIZE,
@@ -135,13 +138,15 @@ def state_dicts_equal(a: nn.Module, b: nn.Module) -> bool:
 
 
 def with_gru_size(recipe):
-    """A GRU arm without a width gets the one that matches the Transformer's parameter count."""
-    if recipe.arch != "gru" or recipe.gru_hidden is not None:
+    """A GRU arm without a width gets the one that matches the Transformer's parameter count
+    (with its own closed form: gru_attention holds 3 H^2 more)."""
+    if recipe.arch not in GRU_ARCHS or recipe.gru_hidden is not None:
         return recipe
     from tcrformer.models.counting import count_parameters
     from tcrformer.models.rnn import gru_hidden_for
 
     transformer = recipe.replace(arch="transformer")
     size = count_parameters(build_model(transformer.architecture(), transformer.impl))
-    hidden = gru_hidden_for(size, VOCAB_SIZE, VOCAB_SIZE, recipe.num_layers)
+    attention = recipe.arch == "gru_attention"
+    hidden = gru_hidden_for(size, VOCAB_SIZE, VOCAB_SIZE, recipe.num_layers, attention=attention)
     return recipe.replace(gru_hidden=hidden)

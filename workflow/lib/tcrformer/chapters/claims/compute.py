@@ -17,6 +17,7 @@ environment without it.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
 import statistics
 import tempfile
@@ -29,24 +30,44 @@ import numpy as np
 import pandas as pd
 
 from tcrformer.chapters.claims import analytic
+from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
 from tcrformer.chapters.claims.settings import Settings, Sweep
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import Measurements, judge_all
 from tcrformer.core.io import read_csv, write_csv
 
 INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
+ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is measured on
 
 
 # Pre-registration ------------------------------------------------------------------------------
 
 
+# The code that turns measurements into verdicts: a registration fixes it with the claims.
+DECISION_CODE = (
+    "chapters/claims/kinds.py",
+    "chapters/claims/protocol.py",
+    "chapters/claims/verdicts.py",
+    "training/measures.py",
+    "training/attribution.py",
+)
+
+
+def decision_code_digest() -> dict[str, str]:
+    """{library path: sha256} of the decision code, as it is in this checkout."""
+    root = Path(__file__).resolve().parents[2]  # workflow/lib/tcrformer
+    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in DECISION_CODE}
+
+
 def claims_register(settings: Settings, claims_file_sha256: str, commit: str) -> dict[str, Any]:
-    """What the claims said before the first arm trained; written once, never rewritten."""
+    """What the claims said before the first arm trained, and the code that will judge
+    them; written once, never rewritten."""
     return {
         "registration": {
             "registered_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": commit,
             "claims_file_sha256": claims_file_sha256,
+            "decision_code": decision_code_digest(),
             "claims": settings.registration(),
         }
     }
@@ -117,9 +138,12 @@ def evaluate_claim_arm(
         "heldout_fraction": float(correct.float().mean()),
         "exact_by_length": by_length,
         "forgetting": by_length[min(by_length)] - by_length[max(by_length)],
-        **measures.curve_metrics(history, floor=floor),
+        **measures.curve_metrics(history, floor=floor, stress_step=recipe.stress_step),
         **measures.calibration(model, src, tgt),
     }
+    metrics["diverged"] = float(
+        metrics["heldout_fraction"] < DIVERGED_BELOW or not math.isfinite(metrics["final_loss"])
+    )
     train_strings = measures.training_strings(recipe)
     if train_strings is not None:
         fraction = float(measures.exact_rows(model, *train_strings).float().mean())
@@ -131,7 +155,12 @@ def evaluate_claim_arm(
         heads = measures.head_ablations(model, src, tgt)
         rho = measures.rank_correlation([h["antidiagonal"] for h in heads],
                                         [h["drop"] for h in heads])  # fmt: skip
-        metrics.update(heads=heads, importance_rho=abs(rho))
+        metrics.update(heads=heads, importance_rho=rho)  # signed (v2 took |rho|: post hoc)
+    if "attribution" in extras:
+        from tcrformer.training.attribution import residue_attribution
+
+        metrics.update(residue_attribution(model, src[:ATTRIBUTION_STRINGS],
+                                           tgt[:ATTRIBUTION_STRINGS]))  # fmt: skip
     if "init" in extras:
         ratios = measures.activation_ratios(recipe, src[:INIT_STRINGS], tgt[:INIT_STRINGS])
         metrics.update(activation_ratios=ratios, init_scale=measures.init_scale(ratios))
@@ -153,25 +182,55 @@ def finite_or_none(value: Any) -> Any:
 # Sweeps -----------------------------------------------------------------------------------------
 
 
-def claims_sweep(
-    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The candidate with the highest median validation metric (ties: the first listed);
-    `values` holds each candidate's value of the swept key."""
+def _best(sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]]):
+    """The trained candidates in the grid's order, their median validation metric, and the
+    best (ties: the first in the grid's order)."""
+    trained = [arm for arm in sweep.every_candidate if arm in results]
     medians = {}
-    for arm in sweep.candidates:
+    for arm in trained:
         scores = [np.nan if s.get(sweep.maximise) is None else s[sweep.maximise]
                   for s in results[arm]]  # fmt: skip
         medians[arm] = float(np.nanmedian(scores)) if np.isfinite(scores).any() else -math.inf
-    best = max(sweep.candidates, key=lambda arm: (medians[arm], -sweep.candidates.index(arm)))
+    best = max(trained, key=lambda arm: (medians[arm], -trained.index(arm)))
+    return trained, medians, best
+
+
+def claims_sweep_grid(
+    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The registered grid's best candidate, and the extension it asks for: the `above`
+    candidates when the best is the grid's last, the `below` ones when it is its first."""
+    trained, medians, best = _best(sweep, results)
+    extend = list(sweep.above) if best == trained[-1] else []
+    extend += list(sweep.below) if best == trained[0] else []
+    return {
+        "grid": {
+            "sweep": sweep.name,
+            "best": best,
+            "value": values[best],
+            "validation": {"metric": sweep.maximise, "median": medians},
+            "extend": extend,
+        }
+    }
+
+
+def claims_sweep(
+    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The candidate with the highest median validation metric over the grid and any
+    extension it asked for (`values`: each candidate's value of the swept key); `at_edge`
+    when the best is still the first or last candidate trained."""
+    trained, medians, best = _best(sweep, results)
     return {
         "choice": {
             "sweep": sweep.name,
-            "arm": sweep.arm,
+            "arms": list(sweep.arms),
             "key": sweep.key,
             "chosen": best,
             "value": values[best],
             "validation": {"metric": sweep.maximise, "median": medians},
+            "trained": trained,
+            "at_edge": best in (trained[0], trained[-1]) and len(trained) > 1,
             "seeds": list(sweep.seeds),
         }
     }
@@ -237,32 +296,53 @@ def claims_cost(settings: Settings, min_length: int) -> dict[str, Any]:
     }
 
 
-def claims_rnn_speed(transformer, gru, steps: int = 20, blocks: int = 5) -> dict[str, Any]:
-    """Training steps per second of both recipes on the same batches, blocks alternating in
-    this process, after a warm-up: every block's rate, and the median."""
+def claims_rnn_speed(
+    transformer, gru, length: int, threads: int, steps: int, blocks: int
+) -> dict[str, Any]:
+    """Training steps per second of both recipes on the same batches of strings of
+    `length`, blocks alternating in this process after a warm-up: the GRU and the
+    Transformer on `threads` threads, and the Transformer on one (what a second thread buys,
+    the benchmark's manipulation check)."""
     import torch
 
     from tcrformer.training.data import random_batch
     from tcrformer.training.loop import make_step, new_run
 
+    shape = {"min_len": length, "max_len": length}
     runs = {}
     for name, recipe in (("transformer", transformer), ("gru", gru)):
-        run = new_run(recipe, torch.device("cpu"))  # a GRU's width filled in
+        run = new_run(recipe.replace(**shape), torch.device("cpu"))  # a GRU's width filled in
         runs[name] = make_step(run.recipe, run.model, run.optimizer, run.scheduler, run.device)
     generator = torch.Generator().manual_seed(0)
-    batches = [random_batch(transformer.batch_size, transformer.min_len, transformer.max_len,
-                            generator) for _ in range(steps)]  # fmt: skip
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for step in runs.values():
-        step(*batches[0])  # warm-up
-    for _ in range(blocks):
-        for name, step in runs.items():
-            start = time.perf_counter()
-            for src, tgt in batches:
-                step(src, tgt)
-            rates[name].append(steps / (time.perf_counter() - start))
-    speed = {f"{name}_steps_per_s": statistics.median(r) for name, r in rates.items()}
+    batches = [random_batch(transformer.batch_size, length, length, generator)
+               for _ in range(steps)]  # fmt: skip
+    plan = {"transformer": (runs["transformer"], threads), "gru": (runs["gru"], threads),
+            "transformer_1thread": (runs["transformer"], 1)}  # fmt: skip
+    before = torch.get_num_threads()
+    rates: dict[str, list[float]] = {name: [] for name in plan}
+    try:
+        for step, n in plan.values():
+            torch.set_num_threads(n)
+            step(*batches[0])  # warm-up
+        for _ in range(blocks):
+            for name, (step, n) in plan.items():
+                torch.set_num_threads(n)
+                start = time.perf_counter()
+                for src, tgt in batches:
+                    step(src, tgt)
+                rates[name].append(steps / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(before)
+    speed: dict[str, Any] = {f"{name}_steps_per_s": statistics.median(r)
+                             for name, r in rates.items()}  # fmt: skip
     speed.update({f"{name}_blocks": r for name, r in rates.items()})
+    speed.update(
+        length=length,
+        threads=threads,
+        parallel_speedup=(
+            speed["transformer_steps_per_s"] / speed["transformer_1thread_steps_per_s"]
+        ),
+    )
     return {"speed": speed}
 
 
@@ -279,12 +359,17 @@ def claims_summary(
     speed: Mapping[str, Any],
     registration: Mapping[str, Any],
     sweeps: Mapping[str, Mapping[str, Any]],
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every claim's effect, interval, margin and verdict (claims.csv, claims.md), marked
-    where the claim differs from its registration, and what the figures draw."""
-    measurements = Measurements(metrics, analytic_results, cost, speed, settings.eval_n)
+    """Every claim's effect, intervals, margin, manipulation check and verdict (claims.csv,
+    claims.md), marked where the claim or the decision code differs from its registration,
+    with the seeds the power plan asked for; and what the figures draw."""
+    seeds = {arm: settings.seeds_of(arm) for arm in metrics}
+    measurements = Measurements(metrics, analytic_results, cost, speed, settings.eval_n,
+                                seeds, sweeps)  # fmt: skip
     decisions = judge_all(settings, measurements)
-    table = pd.DataFrame(table_rows(settings, decisions, registration))
+    rows = table_rows(settings, decisions, registration, plan, decision_code_digest())
+    table = pd.DataFrame(rows)
     return {
         "table": table,
         "md": claims_markdown(table, settings, registration, sweeps),

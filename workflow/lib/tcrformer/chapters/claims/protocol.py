@@ -1,42 +1,47 @@
-"""The claims' decision rule (docs/claims.md, "Protocol"): an effect over seeds, an interval,
-a margin fixed in advance, and a correction for testing many claims.
+"""The claims' decision rule, version 3 (docs/claims.md, "Protocol"): paired effects over
+seeds, exact tests against a margin fixed in advance, and Holm over the experiments.
 
-Every seed-based claim (`kind: experiment`) has one primary effect, computed from one number
-per seed and arm:
+Every arm of an experiment trains the same seeds, and a seed fixes the initial weights, the
+batches and the held-out strings of every arm alike, so the seeds pair the arms. Each
+seed-based claim (`kind: experiment`) reduces to one number per seed,
 
-    median_difference    median(arm) - median(reference)
-    relative_difference  median(arm) / median(reference) - 1
-    rate_difference      the difference of two rates of a 0/1 outcome (diverged), one per run
-    median               median(arm)                          (one arm's per-seed statistic)
+    paired_difference   d_s = metric(arm, s) - metric(reference, s)
+    paired_relative     d_s = metric(arm, s) / metric(reference, s) - 1
+    seed_mean           d_s = metric(arm, s)                    (one arm's statistic)
 
-Its uncertainty comes from the seeds: a percentile bootstrap (scipy.stats.bootstrap, each arm
-resampled over its own seeds) gives the 95 % interval and the bootstrap distribution. A rate
-difference instead gets Newcombe's hybrid score interval (the Wilson intervals of the two
-rates, scipy.stats.binomtest, combined; Newcombe 1998, method 10): a bootstrap of 0 of 8
-against 0 of 8 would claim a difference of exactly 0, while 0 of 8 still allows a rate of
-31 %. Its p-values are those of the interval inverted (the level at which it first clears
-the margin). Against the margin m, in the claim's direction, two one-sided p-values:
+and its effect is their mean, d = mean_s d_s. The test is Fisher's sign-flip (permutation)
+test of the seeds' d_s against the margin m: under "the effect is m", each d_s - m is as
+likely to have either sign, so the observed sum is compared with its 2^n sign-flipped
+copies (every one of them for n <= 16 seeds, else `flips` random ones). Its one-sided
+p-values are exact under that symmetry, and never below 2^-n: a claim needs enough seeds
+for 2^-n to clear its Holm level (claims/power.py plans this).
 
-    greater     p_support = P*(effect <= m)    p_refute = P*(effect >= m)
-    less        p_support = P*(effect >= m)    p_refute = P*(effect <= m)
-    equivalent  p_support = max(P*(effect <= -m), P*(effect >= m))   (both sides, TOST)
-                p_refute  = min(P*(effect >= -m), P*(effect <= m))
+    p_above(m) = P*(T >= T_obs)      p_below(m) = P*(T <= T_obs)      T = sum_s e_s (d_s - m)
 
-(each as (count + 1) / (resamples + 1)). The smaller of the two is the claim's p-value, and
-Holm's step-down procedure over all experiments at `alpha` decides: a rejected claim is
-SUPPORTED or NOT SUPPORTED by the side of its p-value, any other INCONCLUSIVE. Analytic claims
-over random draws use the same test on the draws, at `alpha`, outside the Holm family.
+Against the margin, in the claim's direction:
+
+    greater     p_support = p_above(m)               p_refute = p_below(m)
+    less        p_support = p_below(m)               p_refute = p_above(m)
+    equivalent  p_support = max(p_above(-m), p_below(m))    (both sides, TOST)
+                p_refute  = min(p_below(-m), p_above(m))
+
+The interval is the same test inverted: the margins the two one-sided tests at level gamma
+do not reject, at confidence 1 - 2 gamma (95 % for gamma = 0.025). The smaller p-value of
+each experiment enters one Holm step-down family at `alpha`; a rejected claim is SUPPORTED
+or NOT SUPPORTED by the side of its p-value, every other claim INCONCLUSIVE. Each
+experiment's interval is also shown at its Holm step's level (1 - 2 alpha / (k - rank)),
+so the interval and the adjusted decision say the same thing.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from tcrformer.chapters.claims.kinds import (  # noqa: F401 (the names, re-exported)
     DIRECTIONS,
@@ -44,48 +49,108 @@ from tcrformer.chapters.claims.kinds import (  # noqa: F401 (the names, re-expor
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_TESTABLE,
     REFUTED,
     SUPPORTED,
 )
 
-
-def _median_difference(x, y, axis=-1):
-    return np.median(x, axis=axis) - np.median(y, axis=axis)
-
-
-def _relative_difference(x, y, axis=-1):
-    return np.median(x, axis=axis) / np.median(y, axis=axis) - 1
+EXACT_UP_TO = 16  # seeds up to which every sign vector is enumerated (2^16 = 65,536)
+CONFIDENCE = 0.95
 
 
-def _rate_difference(x, y, axis=-1):
-    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+def _paired_difference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return x - y
 
 
-def _median(x, axis=-1):
-    return np.median(x, axis=axis)
+def _paired_relative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return x / y - 1
 
 
-STATISTICS: dict[str, tuple[int, Callable]] = {  # effect -> (samples it takes, statistic)
-    "median_difference": (2, _median_difference),
-    "relative_difference": (2, _relative_difference),
-    "rate_difference": (2, _rate_difference),
-    "median": (1, _median),
+def _seed_mean(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+PER_SEED: dict[str, tuple[int, Callable]] = {  # effect -> (arms it takes, d_s from them)
+    "paired_difference": (2, _paired_difference),
+    "paired_relative": (2, _paired_relative),
+    "seed_mean": (1, _seed_mean),
 }
-if set(STATISTICS) != set(EFFECTS):
-    raise ImportError(f"protocol: effects without code: {set(EFFECTS) ^ set(STATISTICS)}")
+if set(PER_SEED) != set(EFFECTS):
+    raise ImportError(f"protocol: effects without code: {set(EFFECTS) ^ set(PER_SEED)}")
+
+
+def per_seed_values(name: str, samples: Sequence[np.ndarray]) -> np.ndarray:
+    """d_s, one per seed, from the arms' per-seed values (paired by position)."""
+    count, reduce = PER_SEED[name]
+    samples = tuple(np.asarray(s, dtype=float) for s in samples)
+    if len(samples) != count:
+        raise ValueError(f"{name} takes {count} arms, got {len(samples)}")
+    if len({s.size for s in samples}) != 1:
+        raise ValueError(f"{name} pairs seeds: the arms have {[s.size for s in samples]} seeds")
+    return reduce(*samples)
+
+
+# The sign-flip test ----------------------------------------------------------------------------
+
+
+def sign_vectors(n: int, flips: int = 20000, seed: int = 0) -> np.ndarray:
+    """(K, n) signs: all 2^n for n <= EXACT_UP_TO, else the identity and flips - 1 random."""
+    if n <= EXACT_UP_TO:
+        return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    rng = np.random.default_rng(seed)
+    random = rng.choice((1.0, -1.0), size=(flips - 1, n))
+    return np.vstack([np.ones((1, n)), random])
+
+
+def p_above(d: np.ndarray, m: float, signs: np.ndarray) -> float:
+    """P*(T >= T_obs) for T = sum e_s (d_s - m): small when the d_s lie above m."""
+    centred = d - m
+    observed = centred.sum()
+    flipped = signs @ centred  # (K,)
+    return float(np.mean(flipped >= observed - 1e-12 * max(1.0, abs(observed))))
+
+
+def p_below(d: np.ndarray, m: float, signs: np.ndarray) -> float:
+    return p_above(-d, -m, signs)
+
+
+def sign_flip_interval(d: np.ndarray, gamma: float, signs: np.ndarray) -> tuple[float, float]:
+    """The margins neither one-sided test rejects at level gamma (confidence 1 - 2 gamma);
+    (nan, nan) when even the most extreme margin cannot be rejected (too few seeds)."""
+    if np.ptp(d) == 0:
+        return float(d[0]), float(d[0])
+    span = max(float(np.ptp(d)), abs(float(d.mean())), 1e-3)  # the search reaches past d
+    low_end, high_end = float(d.min()) - span, float(d.max()) + span
+
+    def bound(rejects: Callable[[float], bool], inside: float, outside: float) -> float:
+        if not rejects(outside):
+            return math.nan
+        for _ in range(60):  # bisection between a kept and a rejected margin
+            middle = (inside + outside) / 2
+            inside, outside = (inside, middle) if rejects(middle) else (middle, outside)
+        return (inside + outside) / 2
+
+    centre = float(d.mean())
+    low = bound(lambda m: p_above(d, m, signs) <= gamma, centre, low_end)
+    high = bound(lambda m: p_below(d, m, signs) <= gamma, centre, high_end)
+    return low, high
 
 
 @dataclass(frozen=True)
 class Effect:
     name: str
-    estimate: float
-    low: float  # the 95 % percentile bootstrap interval
+    estimate: float  # the mean of the per-seed values
+    low: float  # the 95 % sign-flip interval
     high: float
     margin: float
     direction: str
     p_support: float
     p_refute: float
-    seeds: tuple[int, ...]  # samples per arm
+    seeds: tuple[int, ...]  # seeds per arm
+    per_seed: tuple[float, ...] = ()  # d_s
+    holm_low: float = math.nan  # the interval at the claim's Holm level
+    holm_high: float = math.nan
+    holm_level: float = math.nan  # that interval's confidence
 
     @property
     def p_value(self) -> float:
@@ -96,103 +161,40 @@ class Effect:
         return SUPPORTED if self.p_support <= self.p_refute else REFUTED
 
 
+def _p_values(d: np.ndarray, margin: float, direction: str, signs) -> tuple[float, float]:
+    if direction == "greater":
+        return p_above(d, margin, signs), p_below(d, margin, signs)
+    if direction == "less":
+        return p_below(d, margin, signs), p_above(d, margin, signs)
+    support = max(p_above(d, -margin, signs), p_below(d, margin, signs))
+    refute = min(p_below(d, -margin, signs), p_above(d, margin, signs))
+    return support, refute
+
+
 def effect(
     name: str,
     samples: Sequence[np.ndarray],
     margin: float,
     direction: str,
-    resamples: int = 9999,
+    flips: int = 20000,
     seed: int = 0,
 ) -> Effect:
-    """The effect `name` of the samples (one value per seed each), its interval and its two
-    one-sided p-values against the margin."""
-    count, statistic = STATISTICS[name]
-    samples = tuple(np.asarray(s, dtype=float) for s in samples)
-    if len(samples) != count:
-        raise ValueError(f"{name} takes {count} samples, got {len(samples)}")
+    """The effect `name` of the arms' per-seed values, its interval and its two one-sided
+    p-values against the margin. A seed whose value is missing (a diverged run's NaN) in
+    any arm is left out of the pairs, and counted in `seeds`."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
-    if name == "rate_difference":
-        return _rate_effect(samples, margin, direction)
-    estimate = float(statistic(*samples))
-    if any(s.size < 2 for s in samples) or not np.isfinite(estimate):
-        return Effect(name, estimate, math.nan, math.nan, margin, direction, 1.0, 1.0,
-                      tuple(s.size for s in samples))  # fmt: skip
-    if all(np.ptp(s) == 0 for s in samples):  # nothing varies: every resample is the estimate
-        distribution = np.full(resamples, estimate)
-        low = high = estimate
-    else:
-        result = stats.bootstrap(
-            samples, statistic, n_resamples=resamples, method="percentile",
-            vectorized=True, paired=False, rng=np.random.default_rng(seed),
-        )  # fmt: skip
-        distribution = result.bootstrap_distribution
-        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    p_support, p_refute = _p_values(distribution, margin, direction)
-    return Effect(name, estimate, low, high, margin, direction, p_support, p_refute,
-                  tuple(s.size for s in samples))  # fmt: skip
-
-
-def newcombe_interval(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for rate(x) - rate(y) of 0/1 outcomes."""
-
-    def wilson(z: np.ndarray) -> tuple[float, float, float]:
-        found = stats.binomtest(int(z.sum()), z.size)
-        ci = found.proportion_ci(confidence_level=confidence, method="wilson")
-        return float(z.mean()), float(ci.low), float(ci.high)
-
-    (p1, l1, u1), (p2, l2, u2) = wilson(x), wilson(y)
-    low = p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
-    high = p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-    return low, high
-
-
-def _rate_effect(samples, margin: float, direction: str) -> Effect:
-    x, y = samples
-    if not set(np.unique(np.concatenate(samples))) <= {0.0, 1.0}:
-        raise ValueError("rate_difference takes 0/1 outcomes, one per run")
-    estimate = float(x.mean() - y.mean())
-    low, high = newcombe_interval(x, y, 0.95)
-
-    def p_clearing(side: str, bound: float) -> float:
-        """The smallest one-sided level at which the interval clears `bound` on `side`."""
-
-        def clears(alpha: float) -> bool:
-            lo, hi = newcombe_interval(x, y, 1 - 2 * alpha)
-            return lo > bound if side == "above" else hi < bound
-
-        if not clears(0.4999):
-            return 1.0
-        small, large = 1e-9, 0.4999
-        if clears(small):
-            return small
-        for _ in range(60):  # bisection on the level
-            middle = (small + large) / 2
-            small, large = (small, middle) if clears(middle) else (middle, large)
-        return large
-
-    if direction == "greater":
-        p_support, p_refute = p_clearing("above", margin), p_clearing("below", margin)
-    elif direction == "less":
-        p_support, p_refute = p_clearing("below", margin), p_clearing("above", margin)
-    else:
-        p_support = max(p_clearing("above", -margin), p_clearing("below", margin))
-        p_refute = min(p_clearing("below", -margin), p_clearing("above", margin))
-    return Effect("rate_difference", estimate, low, high, margin, direction,
-                  p_support, p_refute, (x.size, y.size))  # fmt: skip
-
-
-def _p_values(distribution: np.ndarray, margin: float, direction: str) -> tuple[float, float]:
-    def share(mask: np.ndarray) -> float:
-        return float((mask.sum() + 1) / (mask.size + 1))
-
-    d = np.asarray(distribution)
-    if direction == "greater":
-        return share(d <= margin), share(d >= margin)
-    if direction == "less":
-        return share(d >= margin), share(d <= margin)
-    inside_low, inside_high = share(d <= -margin), share(d >= margin)
-    return max(inside_low, inside_high), min(share(d >= -margin), share(d <= margin))
+    all_d = per_seed_values(name, samples)
+    d = all_d[np.isfinite(all_d)]
+    seeds = (int(d.size), int(all_d.size))
+    if d.size < 2:
+        return Effect(name, math.nan, math.nan, math.nan, margin, direction, 1.0, 1.0, seeds,
+                      tuple(all_d.tolist()))  # fmt: skip
+    signs = sign_vectors(d.size, flips, seed)
+    low, high = sign_flip_interval(d, (1 - CONFIDENCE) / 2, signs)
+    p_support, p_refute = _p_values(d, margin, direction, signs)
+    return Effect(name, float(d.mean()), low, high, margin, direction, p_support, p_refute,
+                  seeds, tuple(all_d.tolist()))  # fmt: skip
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
@@ -207,6 +209,15 @@ def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
     return rejected
 
 
+def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """Each hypothesis's Holm step level alpha / (m - rank), rank by p-value."""
+    order = np.argsort(p_values, kind="stable")
+    levels = [math.nan] * len(p_values)
+    for rank, index in enumerate(order):
+        levels[index] = alpha / (len(p_values) - rank)
+    return levels
+
+
 @dataclass
 class Decision:
     """A claim's verdict, the numbers it rests on, and a sentence."""
@@ -216,28 +227,45 @@ class Decision:
     effect: Effect | None = None
     adjusted: bool = False  # decided inside the Holm family
     numbers: dict[str, Any] = field(default_factory=dict)
+    precondition: str = ""  # "met: ..." or "not met: ..." where the claim registered one
 
 
-def decide(effects: Mapping[str, Effect], alpha: float) -> dict[str, str]:
-    """{claim id: verdict} for a Holm family of effects."""
+def decide(
+    effects: Mapping[str, Effect], alpha: float, samples: Mapping[str, np.ndarray] | None = None
+) -> tuple[dict[str, str], dict[str, Effect]]:
+    """({claim id: verdict}, {claim id: effect with its Holm-level interval}) for a Holm
+    family; `samples` (claim id -> d_s) gives the intervals, else they stay NaN."""
     ids = list(effects)
-    rejected = holm([effects[i].p_value for i in ids], alpha)
-    return {i: effects[i].side if r else INCONCLUSIVE for i, r in zip(ids, rejected, strict=True)}
-
-
-def decide_alone(found: Effect, alpha: float) -> str:
-    """The verdict of one effect outside a family (analytic claims over random draws)."""
-    return found.side if found.p_value <= alpha else INCONCLUSIVE
+    p_values = [effects[i].p_value for i in ids]
+    rejected = holm(p_values, alpha)
+    verdicts = {
+        i: effects[i].side if r else INCONCLUSIVE for i, r in zip(ids, rejected, strict=True)
+    }
+    adjusted = {}
+    for claim_id, level in zip(ids, holm_levels(p_values, alpha), strict=True):
+        found = effects[claim_id]
+        d = np.asarray((samples or {}).get(claim_id, found.per_seed), float)
+        d = d[np.isfinite(d)]
+        low = high = math.nan
+        if d.size >= 2:
+            low, high = sign_flip_interval(d, level, sign_vectors(d.size))
+        adjusted[claim_id] = replace(found, holm_low=low, holm_high=high, holm_level=1 - 2 * level)
+    return verdicts, adjusted
 
 
 def effect_text(found: Effect) -> str:
-    """'0.62 (95 % CI 0.5 to 0.75; needs above 0.25; p 0.0001; seeds 8/8)'."""
+    """'0.62 (95 % CI 0.5 to 0.75; needs above 0.25; p 0.0039; seeds 8/8)'."""
     where = {"greater": "above", "less": "below", "equivalent": "within ±"}[found.direction]
     where = where.rstrip()
     interval = (
         "no interval" if math.isnan(found.low) else f"95 % CI {found.low:.4g} to {found.high:.4g}"
     )
+    holm_part = ""
+    if not math.isnan(found.holm_low):
+        holm_part = (
+            f"; Holm-level {found.holm_level:.3%} CI {found.holm_low:.4g} to {found.holm_high:.4g}"
+        )
     return (
-        f"{found.estimate:.4g} ({interval}; needs {where} {found.margin:g}; "
-        f"p {found.p_value:.2g}; seeds {'/'.join(str(n) for n in found.seeds)})"
+        f"{found.estimate:.4g} ({interval}{holm_part}; needs {where} {found.margin:g}; "
+        f"p {found.p_value:.2g}; seeds {found.seeds[0]}/{found.seeds[1]} paired)"
     )

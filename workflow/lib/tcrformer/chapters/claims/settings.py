@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tcrformer.chapters.claims.kinds import DIRECTIONS, KINDS, TESTS
+from tcrformer.chapters.claims.kinds import DIRECTIONS, KINDS, PRECONDITIONS, TESTS
 from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
 JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
+POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (claims/power.py)
 ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 
@@ -31,25 +32,23 @@ class Claim:
     metric: str
     criterion: str
     test: dict[str, Any]
-    v1: str = ""  # what v2 changed, and why
+    revision: str = ""  # what this version changed, and why
+    precondition: tuple[dict[str, Any], ...] = ()  # manipulation checks (kinds.PRECONDITIONS)
 
     def arms(self) -> list[str]:
-        """The training arms this claim's test reads."""
+        """The training arms this claim's test and its manipulation checks read."""
         names: list[str] = []
         for key in ARM_KEYS:
             value = self.test.get(key)
             names += [value] if isinstance(value, str) else list(value or [])
-        reference = self.test.get("divergence_reference")
-        if isinstance(reference, str):
-            names.append(reference)
-        elif isinstance(reference, Mapping):
-            names += list(reference.values())
-        return list(dict.fromkeys(names + list(self.test.get("also", []))))
+        for check in self.precondition:
+            names += [check["arm"]] if "arm" in check else list(check.get("arms", []))
+        return list(dict.fromkeys(names))
 
     def digest(self, recipes: Mapping[str, Recipe]) -> str:
-        """What a pre-registration fixes: the claim (all but its v1 note) and the recipes of
-        the arms it reads (what trains them, but the seed and where it runs)."""
-        fixed = {k: v for k, v in asdict(self).items() if k != "v1"}
+        """What a pre-registration fixes: the claim (all but its revision note) and the
+        recipes of the arms it reads (what trains them, but the seed and where it runs)."""
+        fixed = {k: v for k, v in asdict(self).items() if k != "revision"}
         fixed["arms"] = {arm: _experiment(recipes[arm]) for arm in self.arms()}
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
 
@@ -62,24 +61,32 @@ def _experiment(recipe: Recipe) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Sweep:
     name: str
-    arm: str  # the arm whose key the sweep sets
+    arms: tuple[str, ...]  # the arms whose key the sweep sets
     key: str
-    candidates: tuple[str, ...]  # arms that differ in that key
+    candidates: tuple[str, ...]  # arms that differ in that key, in the grid's order
     seeds: tuple[int, ...]
     maximise: str  # the validation metric, median over the seeds
+    above: tuple[str, ...] = ()  # trained when the best candidate is the grid's last
+    below: tuple[str, ...] = ()  # trained when it is the first
+
+    @property
+    def every_candidate(self) -> tuple[str, ...]:
+        """The grid with its extensions, in the key's order."""
+        return (*self.below, *self.candidates, *self.above)
 
 
 @dataclass(frozen=True)
 class Settings:
     seeds: tuple[int, ...]
+    check_seeds: tuple[int, ...]
     reduced: bool
     alpha: float
-    resamples: int
-    bootstrap_seed: int
+    flips: int
     eval_n: int
     beam_width: int
     draws: int
     cost_lengths: tuple[int, ...]
+    speed: dict[str, int]  # the recurrent speed benchmark: length, threads, steps, blocks
     arms: dict[str, Recipe]  # name -> the arm's recipe (seed: the paper's; each job sets its own)
     sweeps: dict[str, Sweep]
     claims: tuple[Claim, ...]
@@ -104,28 +111,33 @@ class Settings:
         sweeps = {
             name: Sweep(
                 name,
-                raw["arm"],
+                tuple(raw["arms"]),
                 raw["key"],
                 tuple(raw["candidates"]),
                 tuple(raw["seeds"]),
                 raw["maximise"],
+                tuple((raw.get("extend") or {}).get("above") or ()),
+                tuple((raw.get("extend") or {}).get("below") or ()),
             )  # fmt: skip
             for name, raw in (section.get("sweeps") or {}).items()
         }
-        bootstrap = section.get("bootstrap") or {}
         settings = cls(
             seeds=tuple(section["seeds"]),
+            check_seeds=tuple(section.get("check_seeds") or section["seeds"]),
             reduced=bool(section["reduced"]),
             alpha=float(section.get("alpha", 0.05)),
-            resamples=int(bootstrap.get("resamples", 9999)),
-            bootstrap_seed=int(bootstrap.get("seed", 0)),
+            flips=int(section.get("flips", 20000)),
             eval_n=section["eval_n"],
             beam_width=section["beam_width"],
             draws=int(section.get("draws", 200)),
             cost_lengths=tuple(section["cost_lengths"]),
+            speed=dict(section["speed"]),
             arms=arms,
             sweeps=sweeps,
-            claims=tuple(Claim(**raw) for raw in section["list"]),
+            claims=tuple(
+                Claim(**{**raw, "precondition": tuple(raw.get("precondition") or ())})
+                for raw in section["list"]
+            ),
         )
         settings.check()
         return settings
@@ -154,8 +166,18 @@ class Settings:
                     raise ConfigError(
                         f"{where}.test", arm, f"names no arm of claims.arms ({claim.id})"
                     )
+            for j, check in enumerate(claim.precondition):
+                if check.get("check") not in PRECONDITIONS:
+                    raise ConfigError(
+                        f"{where}.precondition[{j}].check", check.get("check"),
+                        f"must be one of {', '.join(PRECONDITIONS)}",
+                    )  # fmt: skip
+                if check["check"] == "sweep_interior" and check.get("sweep") not in self.sweeps:
+                    raise ConfigError(
+                        f"{where}.precondition[{j}].sweep", check["sweep"], "names no sweep"
+                    )
         for name, sweep in self.sweeps.items():
-            for arm in (sweep.arm, *sweep.candidates):
+            for arm in (*sweep.arms, *sweep.every_candidate):
                 if arm not in self.arms:
                     raise ConfigError(f"claims.sweeps.{name}", arm, "names no arm of claims.arms")
         if "baseline" not in self.arms:
@@ -167,24 +189,33 @@ class Settings:
 
     def sweep_of(self, arm: str) -> Sweep | None:
         """The sweep that sets a key of this arm, if any."""
-        return next((s for s in self.sweeps.values() if s.arm == arm), None)
+        return next((s for s in self.sweeps.values() if arm in s.arms), None)
 
     def used_arms(self) -> list[str]:
-        """The arms some claim or sweep reads, in the order of claims.arms."""
+        """The arms some claim reads, or some sweep sets or may train, in the order of
+        claims.arms (a sweep's extensions are trained only when its choice asks for them)."""
         used = {arm for claim in self.claims for arm in claim.arms()} | {"baseline"}
-        used |= {arm for sweep in self.sweeps.values() for arm in (sweep.arm, *sweep.candidates)}
+        for sweep in self.sweeps.values():
+            used |= {*sweep.arms, *sweep.candidates}
         return [arm for arm in self.arms if arm in used]
 
     def seeds_of(self, arm: str) -> tuple[int, ...]:
-        """A sweep's candidate arms run the sweep's seeds; every other arm claims.seeds."""
+        """A sweep's candidates run the sweep's seeds; an arm that only checks read, the
+        check seeds; every other arm claims.seeds."""
         for sweep in self.sweeps.values():
-            if arm in sweep.candidates:
+            if arm in sweep.every_candidate:
                 return sweep.seeds
+        readers = {c.kind for c in self.claims if arm in c.arms()}
+        if readers == {"check"}:
+            return self.check_seeds
         return self.seeds
 
     def arms_needing(self, metric: str) -> list[str]:
-        """The arms whose evaluation a claim on this metric extends (beam, ablation, init)."""
-        return sorted({a for c in self.claims if c.test.get("metric") == metric for a in c.arms()})
+        """The arms whose evaluation a claim on this metric extends (beam, ablation, init,
+        attribution): the claims that test it or report it beside their own."""
+        return sorted({a for c in self.claims
+                       if metric == c.test.get("metric") or metric in c.test.get("report", ())
+                       for a in c.arms()})  # fmt: skip
 
     def registration(self) -> dict[str, str]:
         """{claim id: digest}: what a registration before training fixes."""

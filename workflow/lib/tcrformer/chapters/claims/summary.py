@@ -10,24 +10,41 @@ import numpy as np
 import pandas as pd
 
 KIND_TITLES = {
-    "experiment": "Experiments (seed-based; one Holm family)",
+    "experiment": "Experiments (paired over seeds; one Holm family of those testable here)",
     "analytic": "Analytic (no training)",
-    "check": "Checks (true by construction)",
+    "check": "Checks (identities and Monte-Carlo quantities: HOLDS or FAILS, counted apart)",
     "benchmark": "Benchmarks (this machine)",
 }
 CHANGED = "CHANGED after registration"
+CODE_CHANGED = "decision code CHANGED after registration"
 
 
-def registration_mark(claim, registration: Mapping[str, Any], recipes) -> str:
-    """Whether a claim, and the arms it reads, are what was registered before training."""
+def registration_mark(claim, registration: Mapping[str, Any], recipes, code=None) -> str:
+    """Whether a claim, the arms it reads and the code that judges it are what was
+    registered before training (`code`: {path: sha256} of this checkout's decision code)."""
     registered = (registration or {}).get("claims", {})
     if claim.id not in registered:
         return "not registered"
-    return "as registered" if registered[claim.id] == claim.digest(recipes) else CHANGED
+    if registered[claim.id] != claim.digest(recipes):
+        return CHANGED
+    if code is not None and registration.get("decision_code") not in (None, code):
+        return CODE_CHANGED
+    return "as registered"
 
 
-def table_rows(settings, decisions, registration) -> list[dict[str, Any]]:
+def regime(claim, recipes: Mapping[str, Any]) -> str:
+    """The model sizes and steps the claim's arms trained: '2+2 layers, d 64, 3000 steps'."""
+    shapes = []
+    for arm in claim.arms():
+        r = recipes[arm]
+        size = f"d {r.d_model}" if r.arch == "transformer" else r.arch  # a GRU's width: its job's
+        shapes.append(f"{r.num_layers}+{r.num_layers} layers, {size}, {r.steps} steps")
+    return "; ".join(dict.fromkeys(shapes))
+
+
+def table_rows(settings, decisions, registration, plan=None, code=None) -> list[dict[str, Any]]:
     rows = []
+    planned = (plan or {}).get("claims", {})
     for claim in settings.claims:
         decision = decisions[claim.id]
         found = decision.effect
@@ -41,13 +58,19 @@ def table_rows(settings, decisions, registration) -> list[dict[str, Any]]:
             "estimate": found.estimate if found else math.nan,
             "ci_low": found.low if found else math.nan,
             "ci_high": found.high if found else math.nan,
+            "holm_ci_low": found.holm_low if found else math.nan,
+            "holm_ci_high": found.holm_high if found else math.nan,
             "margin": found.margin if found else math.nan,
             "direction": found.direction if found else "",
             "p_value": found.p_value if found else math.nan,
             "holm": decision.adjusted,
+            "seeds": found.seeds[0] if found else math.nan,
+            "seeds_planned": planned.get(claim.id, {}).get("seeds", math.nan),
+            "regime": regime(claim, settings.arms),
+            "precondition": decision.precondition,
             "measured": decision.measured,
             "verdict": decision.verdict,
-            "registered": registration_mark(claim, registration, settings.arms),
+            "registered": registration_mark(claim, registration, settings.arms, code),
         })  # fmt: skip
     return rows
 
@@ -56,55 +79,72 @@ def _number(x: float) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
 
+def _interval(low: float, high: float) -> str:
+    return "—" if math.isnan(low) else f"{low:.3g} to {high:.3g}"
+
+
 def claims_markdown(
     table: pd.DataFrame, settings, registration: Mapping[str, Any], sweeps: Mapping[str, Any]
 ) -> str:
-    seeds = len(settings.seeds)
+    family = int(table["holm"].sum())
     lines = [
-        "# Claims: what the seeds say, tested",
+        "# Claims: what the seeds say, tested (protocol version 3)",
         "",
-        f"Each training arm ran {seeds} seeds. Every criterion was registered "
+        f"Experiment arms ran {len(settings.seeds)} seeds, arms only checks read "
+        f"{len(settings.check_seeds)}. Every criterion and the decision code were registered "
         f"(`registration.json`, claims file sha256 "
         f"`{(registration or {}).get('claims_file_sha256', '?')[:12]}…`) before the first arm "
-        f"trained, and is evaluated by code. Experiments: 95 % percentile bootstrap intervals "
-        f"over seeds, one-sided tests against each margin, Holm-corrected at "
-        f"alpha {settings.alpha:g} over the {int((table['kind'] == 'experiment').sum())} "
-        "experiments.",
+        "trained, and are evaluated by code. A claim whose manipulation check fails is NOT "
+        "TESTABLE HERE. Experiments: per-seed paired values, exact sign-flip tests against "
+        f"each margin, Holm at alpha {settings.alpha:g} over the {family} experiments testable "
+        "here; intervals by inverting the same test, at 95 % and at each claim's Holm level.",
         "",
     ]
     if settings.reduced:
         lines += ["**Reduced run: not a verdict.** Fewer seeds and steps than the claims need.", ""]
-    changed = table[table["registered"] == CHANGED]
+    changed = table[table["registered"].isin([CHANGED, CODE_CHANGED])]
     if len(changed):
         lines += [f"**Changed after registration:** {', '.join(changed['id'])}.", ""]
+    short = table[table["seeds"] < table["seeds_planned"]]
+    if len(short):
+        lines += ["**Fewer seeds than the power plan asks** (config/claims_power.yaml): "
+                  + ", ".join(f"{r.id} ran {r.seeds:g} of {r.seeds_planned:g}"
+                              for r in short.itertuples(index=False)) + ".", ""]  # fmt: skip
     counts = ", ".join(
         f"{kind}: " + ", ".join(f"{n} {v}" for v, n in group["verdict"].value_counts().items())
         for kind, group in table.groupby("kind", sort=False)
     )
     lines += [f"Verdicts by kind: {counts}.", ""]
+    header = ["id", "claim", "effect", "95 % CI", "Holm-level CI", "margin", "p", "seeds",
+              "verdict"]  # fmt: skip
     for kind, title in KIND_TITLES.items():
         rows = table[table["kind"] == kind]
         if not len(rows):
             continue
-        lines += [f"## {title}", "", "| id | claim | effect | 95 % CI | margin | p | verdict |",
-                  "|---" * 7 + "|"]  # fmt: skip
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for r in rows.itertuples(index=False):
-            interval = "—" if math.isnan(r.ci_low) else f"{r.ci_low:.3g} to {r.ci_high:.3g}"
             margin = "—" if math.isnan(r.margin) else f"{r.direction} {r.margin:g}"
             mark = "" if r.registered == "as registered" else f" ({r.registered})"
-            cells = [f"`{r.id}`", r.claim, _number(r.estimate), interval, margin,
-                     _number(r.p_value), f"**{r.verdict}**{mark}"]  # fmt: skip
+            seeds = "—" if math.isnan(r.seeds) else f"{r.seeds:g}"
+            if not math.isnan(r.seeds_planned):
+                seeds += f" (plan {r.seeds_planned:g})"
+            cells = [f"`{r.id}`", r.claim, _number(r.estimate), _interval(r.ci_low, r.ci_high),
+                     _interval(r.holm_ci_low, r.holm_ci_high), margin, _number(r.p_value), seeds,
+                     f"**{r.verdict}**{mark}"]  # fmt: skip
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-        lines += ["", "Measured:", ""]
-        lines += [f"- `{r.id}`: {r.measured}" for r in rows.itertuples(index=False)]
+        lines += ["", "Measured (regime; manipulation check; numbers):", ""]
+        for r in rows.itertuples(index=False):
+            situation = f" Manipulation check {r.precondition}." if r.precondition else ""
+            lines.append(f"- `{r.id}` ({r.regime or 'no training'}).{situation} {r.measured}")
         lines.append("")
     for choice in (sweeps or {}).values():
         lines.append(
-            f"Sweep `{choice['sweep']}`: {choice['key']} = {choice['value']:g} for arm "
-            f"`{choice['arm']}` (candidate `{choice['chosen']}`, best median "
-            f"{choice['validation']['metric']} on the validation strings over seeds "
-            f"{choice['seeds']}: "
+            f"Sweep `{choice['sweep']}`: {choice['key']} = {choice['value']:g} for "
+            f"{', '.join(f'`{a}`' for a in choice['arms'])} (candidate `{choice['chosen']}`, "
+            f"best median {choice['validation']['metric']} on the validation strings over "
+            f"seeds {choice['seeds']}: "
             + ", ".join(f"{a} {m:.4g}" for a, m in choice["validation"]["median"].items())
+            + ("; still at the edge of the grid" if choice["at_edge"] else "")
             + ")."
         )
     return "\n".join(lines).rstrip() + "\n"
@@ -165,7 +205,8 @@ def figure_data(settings, metrics, histories, analytic_results, cost, cost_table
         ],  # fmt: skip
         "loss_curves": {arm: _median_curve(h, "loss", every) for arm, h in histories.items()},
         "grad_norm_curves": {
-            arm: _median_curve(histories[arm], "grad_norm", every) for arm in arms_of("worst_jump")
+            arm: _median_curve(histories[arm], "grad_norm", every)
+            for arm in arms_of("stress_damage")
         },
         "calibration": {arm: pooled_bins(metrics[arm]) for arm in arms_of("overconfidence")},
         "heads": [

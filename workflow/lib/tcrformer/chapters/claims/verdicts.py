@@ -2,11 +2,15 @@
 
 The inputs are the measurements the claims chapter made:
 
-    arms[arm]   a list over seeds of each seed's metrics (evaluate_claim_arm)
+    arms[arm]   a list over the arm's seeds of each seed's metrics (evaluate_claim_arm)
+    seeds[arm]  those seeds: the arms of an experiment are paired by seed
     analytic    the experiments without training (analytic.py)
     cost        the attention cost benchmark; speed the GRU and Transformer step rates
+    sweeps      each sweep's choice (whether its best rate is at the grid's edge)
 
-Experiments (seed-based) are decided together by protocol.py: their effects first, then one
+First each claim's manipulation checks (PRECONDITIONS): did the situation the claim speaks
+of occur here? A claim whose check fails is NOT TESTABLE HERE, whatever its numbers. The
+other experiments are decided together by protocol.py: their paired effects first, then one
 Holm family. Analytic claims, checks and benchmarks each have an evaluator here, of the name
 their test's `effect` gives (EVALUATORS, by kind).
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,10 +30,12 @@ from tcrformer.chapters.claims.kinds import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_TESTABLE,
     REFUTED,
     SUPPORTED,
     VERDICTS,  # noqa: F401 (re-exported: what each kind of claim may be judged)
 )
+from tcrformer.chapters.claims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,19 @@ class Measurements:
     cost: Mapping[str, Any]
     speed: Mapping[str, Any]
     eval_n: int
+    seeds: Mapping[str, Sequence[int]] = field(default_factory=dict)  # arm -> its seeds
+    sweeps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> choice
 
-    def values(self, arm: str, metric: str) -> np.ndarray:
-        """One number per seed of the arm (None, a diverged run's missing value, as NaN)."""
+    def seeds_of(self, arm: str) -> list[int]:
+        return list(self.seeds.get(arm, range(len(self.arms[arm]))))
+
+    def values(self, arm: str, metric: str, seeds: Sequence[int] | None = None) -> np.ndarray:
+        """One number per seed of the arm, in the order of `seeds` (default: the arm's own);
+        None (a diverged run's missing value) as NaN."""
+        by_seed = dict(zip(self.seeds_of(arm), self.arms[arm], strict=True))
+        chosen = self.seeds_of(arm) if seeds is None else seeds
         return np.array(
-            [math.nan if seed.get(metric) is None else seed[metric] for seed in self.arms[arm]],
+            [math.nan if by_seed[s].get(metric) is None else by_seed[s][metric] for s in chosen],
             dtype=float,
         )
 
@@ -56,64 +70,146 @@ def _spread(x: np.ndarray) -> str:
     return f"{np.median(finite):.4g} ({finite.min():.4g}–{finite.max():.4g})"
 
 
-# Experiments: one number per seed ------------------------------------------------------------
+def _names(value) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
-def diverged(final: np.ndarray, reference_median: float, factor: float) -> np.ndarray:
-    """A run diverged when its final loss is not finite or above factor x the reference."""
-    return (~np.isfinite(final) | (final > factor * reference_median)).astype(float)
+# Experiments: one number per seed, the arms paired by seed ------------------------------------
 
 
-def per_seed(test: Mapping[str, Any], m: Measurements, role: str) -> np.ndarray:
-    """The test's metric for one role (arm or reference) as one number per seed; several
-    arms (a sweep of rates) give each seed the mean over them, except for a rate, whose
-    units are the runs (every arm's seeds, one after the other)."""
-    names = test[role]
-    names = [names] if isinstance(names, str) else list(names)
-    values = [_metric(test, m, arm) for arm in names]
-    if test["effect"] == "rate_difference":
-        return np.concatenate(values)
-    return np.mean(values, axis=0)
+def shared_seeds(test: Mapping[str, Any], m: Measurements) -> list[int]:
+    """The seeds every arm of the test ran: what pairs them."""
+    arms = [a for role in ("arm", "reference") if role in test for a in _names(test[role])]
+    common = set(m.seeds_of(arms[0])).intersection(*(m.seeds_of(a) for a in arms[1:]))
+    return sorted(common)
 
 
-def _metric(test: Mapping[str, Any], m: Measurements, arm: str) -> np.ndarray:
-    if test["metric"] != "diverged":
-        return m.values(arm, test["metric"])
-    reference = test["divergence_reference"]
-    reference = reference if isinstance(reference, str) else reference[arm]
-    finals = m.values(reference, "final_loss")
-    return diverged(m.values(arm, "final_loss"), float(np.nanmedian(finals)), test["factor"])
+def per_seed(test: Mapping[str, Any], m: Measurements, role: str, seeds) -> np.ndarray:
+    """The test's metric for one role (arm or reference), one number per seed of `seeds`;
+    several arms (a sweep of rates) give each seed the mean over them."""
+    return np.mean([m.values(arm, test["metric"], seeds) for arm in _names(test[role])], axis=0)
 
 
-def experiment_effect(test: Mapping[str, Any], m: Measurements, resamples: int, seed: int):
+def experiment_effect(test: Mapping[str, Any], m: Measurements, flips: int):
     roles = ("arm", "reference") if "reference" in test else ("arm",)
-    samples = [per_seed(test, m, role) for role in roles]
-    found = protocol.effect(
-        test["effect"], samples, test["margin"], test["direction"], resamples, seed
-    )
+    seeds = shared_seeds(test, m)
+    samples = [per_seed(test, m, role, seeds) for role in roles]
+    found = protocol.effect(test["effect"], samples, test["margin"], test["direction"], flips)
     return found, samples
 
 
-def experiment_sentence(test: Mapping[str, Any], samples, found) -> str:
-    names = [test[r] if isinstance(test[r], str) else "+".join(test[r])
-             for r in ("arm", "reference") if r in test]  # fmt: skip
+def experiment_sentence(test: Mapping[str, Any], samples, found, m: Measurements) -> str:
+    names = ["+".join(_names(test[r])) for r in ("arm", "reference") if r in test]
     parts = [f"{name} {_spread(s)}" for name, s in zip(names, samples, strict=True)]
-    return f"{test['metric']} per seed: {' vs '.join(parts)}; effect {protocol.effect_text(found)}"
+    text = f"{test['metric']} per seed: {' vs '.join(parts)}; effect {protocol.effect_text(found)}"
+    for metric in test.get("report", ()):  # reported beside the test, never tested
+        arm = _names(test["arm"])[0]
+        text += f"; {metric} (post hoc, signed) {_spread(m.values(arm, metric))}"
+    return text
+
+
+# Manipulation checks: did the claim's situation occur here? -----------------------------------
+
+
+def _converged(check, m: Measurements) -> tuple[bool, str]:
+    """Every named arm's median held-out exact (fraction) is at least `at_least`."""
+    medians = {arm: float(np.nanmedian(m.values(arm, "heldout_fraction"))) for arm in check["arms"]}
+    ok = all(v >= check["at_least"] for v in medians.values())
+    parts = ", ".join(f"{arm} {v:.3g}" for arm, v in medians.items())
+    return ok, f"median held-out exact {parts} (needs >= {check['at_least']:g})"
+
+
+def _plateau(check, m: Measurements) -> tuple[bool, str]:
+    """Every named arm's loss fell by less than `below` over its last window (median)."""
+    drops = {arm: float(np.nanmedian(m.values(arm, "plateau_drop"))) for arm in check["arms"]}
+    ok = all(np.isfinite(v) and v < check["below"] for v in drops.values())
+    parts = ", ".join(f"{arm} {v:.3g}" for arm, v in drops.items())
+    return (
+        ok,
+        f"loss still falling over the last window (relative) {parts} (needs < {check['below']:g})",
+    )
+
+
+def _blowup(check, m: Measurements) -> tuple[bool, str]:
+    """The bad batch reached the gradient and did harm in the named (unclipped) arm."""
+    arm = check["arm"]
+    damage = float(np.nanmedian(m.values(arm, "stress_damage")))
+    ratio = float(np.nanmedian(m.values(arm, "stress_norm_ratio")))
+    ok = damage >= check["damage_at_least"] and ratio >= check["norm_ratio_at_least"]
+    return ok, (
+        f"{arm}: median damage {damage:.3g} (needs >= {check['damage_at_least']:g}), "
+        f"gradient norm at the bad step {ratio:.3g} x the steps before "
+        f"(needs >= {check['norm_ratio_at_least']:g})"
+    )
+
+
+def _parallelism(check, m: Measurements) -> tuple[bool, str]:
+    """The Transformer gains at least `at_least` from the benchmark's threads."""
+    gain, threads = float(m.speed["parallel_speedup"]), int(m.speed["threads"])
+    ok = threads >= 2 and gain >= check["at_least"]
+    return (
+        ok,
+        f"Transformer on {threads} threads {gain:.3g} x its speed on 1 "
+        f"(needs >= {check['at_least']:g})",
+    )
+
+
+def _sweep_interior(check, m: Measurements) -> tuple[bool, str]:
+    """The sweep's best candidate is not at an edge of what it trained."""
+    choice = m.sweeps[check["sweep"]]
+    where = "at the grid's edge" if choice["at_edge"] else "inside the grid"
+    return not choice[
+        "at_edge"
+    ], f"sweep {check['sweep']}: {choice['key']} = {choice['value']:g}, {where}"
+
+
+PRECONDITIONS: dict[str, Callable] = {
+    "converged": _converged,
+    "plateau": _plateau,
+    "blowup": _blowup,
+    "parallelism": _parallelism,
+    "sweep_interior": _sweep_interior,
+}
+if set(PRECONDITIONS) != set(KIND_PRECONDITIONS):
+    raise ImportError("verdicts: manipulation checks and claims.kinds.PRECONDITIONS disagree")
+
+
+def precondition_met(claim, m: Measurements) -> tuple[bool, str]:
+    """All of the claim's manipulation checks, and what each found."""
+    found = [PRECONDITIONS[check["check"]](check, m) for check in claim.precondition]
+    met = all(ok for ok, _ in found)
+    text = "; ".join(text for _, text in found)
+    return met, ("met: " if met else "not met: ") + text if found else ""
 
 
 # Analytic claims, checks and benchmarks ------------------------------------------------------
 
 
-def _draws(test, m: Measurements, alpha: float, resamples: int, seed: int):
-    """The median of a per-draw quantity, tested against the margin over the draws."""
-    draws = np.asarray(m.analytic["jacobian_ratios"], dtype=float)
-    found = protocol.effect("median", [draws], test["margin"], test["direction"], resamples, seed)
-    reach = float(np.mean(draws >= test["margin"]))
-    text = (
-        f"{test['metric']} over {draws.size} draws: median {protocol.effect_text(found)}; "
-        f"{reach:.0%} of draws reach {test['margin']:g}"
+def _every_seed(test, m: Measurements, *_):
+    """HOLDS if every seed's value (or paired difference, arm minus reference) is above
+    `above` / below `below`."""
+    seeds = shared_seeds(test, m)
+    values = per_seed(test, m, "arm", seeds)
+    if "reference" in test:
+        values = values - per_seed(test, m, "reference", seeds)
+    ok = np.isfinite(values).all() and bool(
+        np.all(values > test["above"]) if "above" in test else np.all(values < test["below"])
     )
-    return protocol.decide_alone(found, alpha), text, found
+    bound = f"above {test['above']:g}" if "above" in test else f"below {test['below']:g}"
+    what = "difference" if "reference" in test else "value"
+    text = f"{test['metric']} {what} per seed (seeds {seeds}): {_spread(values)}; every one {bound}"
+    return (HOLDS if ok else FAILS), text, None
+
+
+def _draws_share(test, m: Measurements, *_):
+    """HOLDS if at least `share` of the draws are above `above`."""
+    draws = np.asarray(m.analytic["jacobian_ratios"], dtype=float)
+    reach = float(np.mean(draws > test["above"]))
+    text = (
+        f"{test['metric']} over {draws.size} draws: median {np.median(draws):.3g}; "
+        f"{reach:.1%} of draws above {test['above']:g} (needs {test['share']:.0%})"
+    )
+    return (HOLDS if reach >= test["share"] else FAILS), text, None
 
 
 def _first_rise(test, m: Measurements, *_):
@@ -171,8 +267,14 @@ def _speed(test, m: Measurements, *_):
 
 
 EVALUATORS: dict[str, dict[str, Callable]] = {
-    "analytic": {"draws": _draws, "first_rise": _first_rise},
-    "check": {"relative": _relative, "permutation": _permutation, "quadratic": _quadratic},
+    "analytic": {"first_rise": _first_rise},
+    "check": {
+        "relative": _relative,
+        "permutation": _permutation,
+        "quadratic": _quadratic,
+        "every_seed": _every_seed,
+        "draws_share": _draws_share,
+    },  # fmt: skip
     "benchmark": {"speed": _speed},
 }
 if {k: set(v) for k, v in EVALUATORS.items()} != {k: set(v) for k, v in EVALUATED.items()}:
@@ -183,22 +285,28 @@ if {k: set(v) for k, v in EVALUATORS.items()} != {k: set(v) for k, v in EVALUATE
 
 
 def judge_all(settings, m: Measurements) -> dict[str, protocol.Decision]:
-    """{claim id: Decision}: the experiments as one Holm family, every other claim alone."""
-    decisions, effects = {}, {}
+    """{claim id: Decision}. A claim whose manipulation check fails is NOT TESTABLE HERE and
+    leaves the family; the other experiments are one Holm family; every other claim alone."""
+    decisions, effects, samples = {}, {}, {}
     for claim in settings.claims:
-        test = claim.test
+        met, situation = precondition_met(claim, m)
         if claim.kind == "experiment":
-            found, samples = experiment_effect(test, m, settings.resamples, settings.bootstrap_seed)
-            effects[claim.id] = found
-            decisions[claim.id] = protocol.Decision(
-                INCONCLUSIVE, experiment_sentence(test, samples, found), found, adjusted=True
-            )
+            found, samples[claim.id] = experiment_effect(claim.test, m, settings.flips)
+            decisions[claim.id] = protocol.Decision(NOT_TESTABLE, "", found, adjusted=met,
+                                                    precondition=situation)  # fmt: skip
+            if met:
+                effects[claim.id] = found
         else:
-            evaluate = EVALUATORS[claim.kind][test["effect"]]
-            verdict, text, found = evaluate(
-                test, m, settings.alpha, settings.resamples, settings.bootstrap_seed
+            verdict, text, found = EVALUATORS[claim.kind][claim.test["effect"]](claim.test, m)
+            decisions[claim.id] = protocol.Decision(
+                verdict if met else NOT_TESTABLE, text, found, precondition=situation
             )
-            decisions[claim.id] = protocol.Decision(verdict, text, found)
-    for claim_id, verdict in protocol.decide(effects, settings.alpha).items():
-        decisions[claim_id].verdict = verdict
+    verdicts, adjusted = protocol.decide(effects, settings.alpha)
+    for claim_id, verdict in verdicts.items():
+        decisions[claim_id].verdict, decisions[claim_id].effect = verdict, adjusted[claim_id]
+    for claim in settings.claims:
+        if claim.kind == "experiment":
+            decision = decisions[claim.id]
+            decision.measured = experiment_sentence(claim.test, samples[claim.id],
+                                                    decision.effect, m)  # fmt: skip
     return decisions

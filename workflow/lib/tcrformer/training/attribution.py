@@ -1,0 +1,155 @@
+"""Residue-level attribution: does cross-attention point at the residues that matter?
+
+The seed's claim: attention weights show where information flowed, not which residues
+matter; importance needs ablations. Both are measured here, per target step, over the
+source residues, on a trained encoder-decoder, teacher-forced (decoder_io), in eval mode.
+
+Residues are the amino-acid ids (FIRST_RESIDUE..VOCAB_SIZE-1). A source's padding (and a
+<bos> or <eos>, had it any) is not a residue; a target step t counts when the token it must
+predict, y_t, is a residue. The final <eos> step is left out: what it needs is the string's
+length, which no single residue holds, so it has no residue to point at.
+
+For string b, decoder layer l, residue step t and source residue j (h heads, R draws):
+
+    attention   a[l, b, t, j] = (1/h) sum_heads A[l, head, b, t, j]
+                the cross-attention weight of step t on position j, averaged over heads
+    importance  i[b, t, j] = log p(y_t | x, y_<t) - (1/R) sum_r log p(y_t | x[j <- c_r], y_<t)
+                x[j <- c] is x with residue j replaced by letter c; c_1..c_R are drawn
+                uniformly from the 19 amino acids other than x_j (never x_j itself), by one
+                torch.Generator seeded with `seed`, in the order of the batch's residues
+    rho         rho[l, b, t] = Spearman(a[l, b, t, :], i[b, t, :]) over the residues j of b;
+                a row where either side is constant is left out; signed, never absolute
+
+    residue_rho_by_layer[l] = mean of rho[l, b, t] over the rows used in layer l
+    residue_rho             = the mean of residue_rho_by_layer over the layers
+
+Shapes: B strings, Ls source and Lt target positions (Lt = the target's width - 1), h heads,
+N decoder layers, R replacements per residue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tcrformer.models.fast import record_attention
+from tcrformer.models.transformer import decoder_io, make_masks
+from tcrformer.training.data import FIRST_RESIDUE, PAD, VOCAB_SIZE
+
+LETTERS = VOCAB_SIZE - FIRST_RESIDUE  # 20 amino acids
+OCCLUSION_BATCH = 4096  # occluded strings per forward pass
+
+
+def residues(tokens: Tensor) -> Tensor:
+    """(B, L) bool: the amino-acid positions (not PAD, BOS or EOS)."""
+    return tokens >= FIRST_RESIDUE
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters(), torch.empty(0)).device
+
+
+def log_probs(model: nn.Module, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+    """(B, Lt) float64: log p(y_t | x, y_<t), teacher-forced (no grad, eval mode)."""
+    logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))  # (B, Lt, V)
+    return logits.double().log_softmax(-1).gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+
+
+def cross_attention_by_layer(model: nn.Module, src: Tensor, tgt_in: Tensor) -> Tensor:
+    """(N, B, Lt, Ls): every decoder layer's cross-attention, averaged over its heads."""
+    with record_attention(model):  # a no-op for the reference, which always keeps them
+        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+        return torch.stack([layer.cross_attn.attn.double().mean(1)  # (B, h, Lt, Ls) -> (B, Lt, Ls)
+                            for layer in model.decoder.layers])  # fmt: skip
+
+
+def occlusions(src: Tensor, replacements: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Every residue of every string, `replacements` times, with the letter put in its place:
+    string (M,), position (M,), letter (M,), M = residues x replacements. The letter is
+    x_j shifted by 1..19 places around the 20 amino acids, the shift uniform, so it is any
+    other letter with equal chance and never x_j. The draws follow the residues only, in
+    row-major order: padding does not move them."""
+    string, position = residues(src).nonzero(as_tuple=True)  # (n,) each, row-major
+    generator = torch.Generator().manual_seed(seed)
+    shift = torch.randint(1, LETTERS, (string.numel(), replacements), generator=generator)
+    original = src[string, position].cpu().unsqueeze(1)  # (n, 1)
+    letter = FIRST_RESIDUE + (original - FIRST_RESIDUE + shift) % LETTERS  # (n, R)
+    letter = letter.to(src.device)
+    each = replacements  # consecutive entries: one residue's draws
+    return string.repeat_interleave(each), position.repeat_interleave(each), letter.flatten()
+
+
+def importance(
+    model: nn.Module, src: Tensor, tgt: Tensor, replacements: int = 3, seed: int = 0
+) -> Tensor:
+    """(B, Lt, Ls) float64: i[b, t, j], the mean drop in log p(y_t) when residue j is
+    replaced (0 where j is not a residue), in batches of OCCLUSION_BATCH occluded strings."""
+    tgt_in, tgt_out = decoder_io(tgt)
+    base = log_probs(model, src, tgt_in, tgt_out)  # (B, Lt)
+    drop = torch.zeros(*src.shape, tgt_in.size(1), dtype=torch.float64, device=src.device)
+    string, position, letter = occlusions(src, replacements, seed)  # (M,) each
+    for start in range(0, string.numel(), OCCLUSION_BATCH):
+        b, j = string[start : start + OCCLUSION_BATCH], position[start : start + OCCLUSION_BATCH]
+        occluded = src[b].clone()  # (m, Ls)
+        occluded[torch.arange(b.numel()), j] = letter[start : start + OCCLUSION_BATCH]
+        lost = base[b] - log_probs(model, occluded, tgt_in[b], tgt_out[b])  # (m, Lt)
+        drop.index_put_((b, j), lost, accumulate=True)  # (B, Ls, Lt)
+    return drop.transpose(1, 2) / replacements
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair (..., n) -> (...): the Pearson correlation of their
+    average ranks (as scipy.stats.spearmanr); nan where either row is constant."""
+    from scipy.stats import rankdata
+
+    rx, ry = (rankdata(v, axis=-1) for v in (x, y))
+    rx, ry = rx - rx.mean(-1, keepdims=True), ry - ry.mean(-1, keepdims=True)
+    norm = np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))
+    constant = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, np.nan, (rx * ry).sum(-1) / norm)
+
+
+def row_correlations(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):
+    """(N, rows) rho[l, (b, t)] over the residue steps of every string (nan: left out).
+
+    attention (N, B, Lt, Ls), importance (B, Lt, Ls). Strings are taken a length at a time,
+    so each group's residues stack into one (N, rows, n) array."""
+    steps, sources = residues(decoder_io(tgt)[1]).cpu(), residues(src).cpu()  # (B, Lt), (B, Ls)
+    attention, importance = attention.cpu().numpy(), importance.cpu().numpy()
+    counts, rhos = sources.sum(1), []
+    for n in counts.unique().tolist():
+        group = (counts == n).nonzero().squeeze(1)  # (g,) strings with n residues
+        where = sources[group].nonzero()[:, 1].view(-1, 1, n).numpy()  # (g, 1, n)
+        rows, group = steps[group].numpy(), group.numpy()  # (g, Lt), (g,)
+        a = np.take_along_axis(attention[:, group], where[None], -1)[:, rows]  # (N, r, n)
+        i = np.take_along_axis(importance[group], where, -1)[rows]  # (r, n)
+        rhos.append(spearman_rows(a, i[None]))
+    return np.concatenate(rhos, axis=1) if rhos else np.zeros((attention.shape[0], 0))
+
+
+def residue_attribution(
+    model: nn.Module, src: Tensor, tgt: Tensor, replacements: int = 3, seed: int = 0
+) -> dict[str, Any]:
+    """Rank agreement of cross-attention with occlusion importance over the source residues
+    of the held-out strings src (B, Ls) and their targets tgt (B, Lt + 1); see the module."""
+    model.eval()
+    device = _device(model)
+    src, tgt = src.to(device), tgt.to(device)
+    with torch.no_grad():
+        attention = cross_attention_by_layer(model, src, decoder_io(tgt)[0])
+        importances = importance(model, src, tgt, replacements, seed)
+    rho = row_correlations(attention, importances, src, tgt)  # (N, rows)
+    used = np.isfinite(rho)
+    by_layer = [float(row[kept].mean()) if kept.any() else math.nan
+                for row, kept in zip(rho, used, strict=True)]  # fmt: skip
+    return {
+        "residue_rho": float(np.mean(by_layer)),
+        "residue_rho_by_layer": by_layer,
+        "residue_rows": [int(u.sum()) for u in used],
+        "replacements": replacements,
+    }
