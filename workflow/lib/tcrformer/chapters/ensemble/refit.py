@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from tcrformer.chapters.ensemble import distributions
+from tcrformer.chapters.ensemble import bands, distributions
 from tcrformer.chapters.ensemble.compute import golden_bands
 from tcrformer.core import golden
 from tcrformer.core.config import apply_receptor
@@ -45,9 +46,12 @@ def refit(folder: Path, config: dict) -> dict:
         "floor": round(label_smoothing_floor(recipe.label_smoothing), 6),
         "eval_n": recipe.eval_n,
     }
+    state = git_state()
     provenance["bands_fitted"] = {
         "command": "python -m tcrformer.chapters.ensemble.refit",
-        "commit": git_state()["commit"],
+        "commit": state["commit"],
+        "dirty": state["dirty"],  # true: the method was not yet committed at `commit`
+        "method_sha256": hashlib.sha256(Path(bands.__file__).read_bytes()).hexdigest(),
         "date": datetime.date.today().isoformat(),
     }
     budget = yaml.safe_load(golden_file.read_text(encoding="utf-8"))["error_budget"]
