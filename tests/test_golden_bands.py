@@ -228,3 +228,16 @@ def test_the_recorded_power_is_what_the_golden_logic_gives_on_the_recorded_runs(
         assert record["runs"] >= 4
         assert table.loc[fault, "caught"] == record["caught"], fault
         assert table.loc[fault, "keys"].split() == record["keys"], fault
+
+
+def test_the_bands_name_the_method_they_were_fitted_with():
+    """The bands file records the sha256 of the code that fitted them and whether that code
+    was committed; a change of the method without a refit fails here."""
+    import hashlib
+    from pathlib import Path
+
+    from tcrformer.chapters.ensemble import bands
+
+    fitted = BANDS["provenance"]["bands_fitted"]
+    assert fitted["dirty"] is False
+    assert fitted["method_sha256"] == hashlib.sha256(Path(bands.__file__).read_bytes()).hexdigest()
