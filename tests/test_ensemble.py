@@ -172,6 +172,11 @@ def test_the_ensemble_target_writes_table_figure_and_report(workflow_copy):
     assert "| key | n | min |" in (folder / "ensemble.md").read_text()
     assert figure.stat().st_size > 10_000
     assert sorted(pd.read_csv(folder / "seeds.csv")["seed"]) == [0, 1, 2]
+    curves = pd.read_csv(folder / "curves.csv")  # every seed's full curve, committed later
+    assert list(curves.columns) == ["step", "seed0", "seed1", "seed2"] and len(curves) == 60
+    assert curves["seed1"].tolist() == pd.read_csv(folder / "seed1/losses.csv")["loss"].tolist()
+    statistics = pd.read_csv(folder / "statistics_v2.csv")  # 60 steps: no window of v2
+    assert statistics["loss_window"].isna().all() and (statistics["misses"] >= 0).all()
     bands = yaml.safe_load((folder / "golden_bands.yaml").read_text())
     assert bands["provenance"]["n"] == 3 and "portable" in bands["provenance"]["numerics"]
     # The ensemble trains what the reversal keys say: 60 steps per seed.

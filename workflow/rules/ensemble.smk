@@ -70,6 +70,8 @@ rule ensemble_summary:
         golden=config["golden"]["file"],
     output:
         seeds=result("ensemble", "seeds.csv"),
+        curves=result("ensemble", "curves.csv"),
+        statistics_v2=result("ensemble", "statistics_v2.csv"),
         table=report(
             result("ensemble", "ensemble.csv"),
             caption="../report/ensemble_table.rst",

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from tcrformer.chapters.ensemble import bands, distributions
+from tcrformer.chapters.ensemble import bands, curves, distributions
 from tcrformer.core.io import ResultFileError, read_csv
 from tcrformer.core.numerics import one_line
 
@@ -98,8 +98,11 @@ def ensemble_summary(
         },
     )
     exact = published.get(f"{recipe_name}.heldout_exact")
+    wide = curves.curves_table(losses)
     return {
         "seeds": seeds,
+        "curves": wide,
+        "statistics_v2": curves.statistics_table(wide, per_seed, recipe_name, eval_n),
         "table": table,
         "md": distributions.summary_markdown(table, title),
         "loss_bands": distributions.loss_bands(losses),
