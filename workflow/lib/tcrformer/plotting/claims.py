@@ -64,20 +64,36 @@ def figC2_gradients_and_calibration(data) -> Figure:
 
 
 def figC3_attention_importance(data) -> Figure:
-    """Each cross-attention head: its anti-diagonal attention mass against the drop in
+    """Left, the tested quantity: per seed, the signed rank correlation between a residue's
+    cross-attention weight and the loss its replacement causes, against the margin. Right,
+    reported post hoc: each cross-attention head's anti-diagonal mass against the drop in
     held-out exact reversals when it is removed."""
-    fig = style.new_figure(6.4, 5.0)
-    ax = fig.add_subplot()
+    fig = style.new_figure(11.0, 4.8)
+    rho_ax, head_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
+    margin = next((e["margin"] for e in data.effects if e["id"] == "attention_importance"), None)
+    for i, values in enumerate(data.residue_rho.values()):
+        finite = [v for v in values if v is not None]
+        rho_ax.scatter(np.full(len(finite), i), finite, color=style.MUTED, s=18)
+        rho_ax.scatter([i], [np.mean(finite)] if finite else [], color=style.HIGHLIGHT,
+                       marker="_", s=400, label="mean over seeds")  # fmt: skip
+    if margin is not None:
+        rho_ax.axhline(margin, color=style.HIGHLIGHT, ls="--", lw=1, label=f"margin {margin:g}")
+    rho_ax.axhline(0, color="0.6", lw=0.6)
+    rho_ax.set_xticks(range(len(data.residue_rho)), list(data.residue_rho))
+    rho_ax.set_ylim(-1, 1)
+    rho_ax.set_ylabel("Spearman rho, attention vs replacement cost (signed)")
+    rho_ax.set_title(data.title("residues: the test", "attention_importance"), fontsize=9)
+    rho_ax.legend(fontsize=7)
     seeds = sorted({h["seed"] for h in data.heads})
     for seed, colour in zip(seeds, style.categorical_colours(len(seeds)), strict=True):
         mine = [h for h in data.heads if h["seed"] == seed]
-        ax.scatter([h["antidiagonal"] for h in mine], [h["drop"] for h in mine],
-                   color=colour, s=14, label=f"seed {seed}")  # fmt: skip
-    ax.set_xlabel("mean attention on the mirror residue (anti-diagonal)")
-    ax.set_ylabel(f"drop in held-out exact (of {data.eval_n}) when removed")
-    ax.set_title(data.title("attention is not importance", "attention_importance"), fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    fig.suptitle("Fig. C3  Where attention looks, and what each head is worth (one colour a seed)")
+        head_ax.scatter([h["antidiagonal"] for h in mine], [h["drop"] for h in mine],
+                        color=colour, s=14, label=f"seed {seed}")  # fmt: skip
+    head_ax.set_xlabel("mean attention on the mirror residue (anti-diagonal)")
+    head_ax.set_ylabel(f"drop in held-out exact (of {data.eval_n}) when removed")
+    head_ax.set_title("heads (v2's measure, reported post hoc)", fontsize=9)
+    head_ax.legend(fontsize=7, ncol=2)
+    fig.suptitle("Fig. C3  Where attention looks, and what the residues and heads are worth")
     return fig
 
 

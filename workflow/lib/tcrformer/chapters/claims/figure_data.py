@@ -23,6 +23,7 @@ class ClaimsFigures:
     grad_norm_curves: dict[str, dict[str, list]]
     calibration: dict[str, list[list[float]]]  # arm -> bins [count, confidence, accuracy]
     heads: list[dict[str, Any]]  # cross-attention heads: antidiagonal, drop, layer, head
+    residue_rho: dict[str, list[float | None]]  # arm -> per seed, the residue-level rho
     exact_by_length: dict[str, dict[str, float]]  # arm -> {length: exact fraction}
     beam: dict[str, dict[str, float]]  # arm -> beam wins, ties, losses, net wins (medians)
     analytic: dict[str, Any]

@@ -215,6 +215,9 @@ def figure_data(settings, metrics, histories, analytic_results, cost, cost_table
             for seed, s in zip(settings.seeds_of(arm), metrics[arm], strict=True)
             for h in s.get("heads", [])
         ],  # fmt: skip
+        "residue_rho": {
+            arm: [s.get("residue_rho") for s in metrics[arm]] for arm in arms_of("residue_rho")
+        },
         "exact_by_length": {
             arm: {
                 str(n): float(np.median([s["exact_by_length"][n] for s in metrics[arm]]))
