@@ -9,16 +9,22 @@ import torch
 
 from tcrformer.models import transformer
 from tcrformer.models.counting import count_parameters
-from tcrformer.models.rnn import GruEncoderDecoder, gru_hidden_for, gru_parameter_count
+from tcrformer.models.rnn import (
+    GruAttentionEncoderDecoder,
+    GruEncoderDecoder,
+    gru_hidden_for,
+    gru_parameter_count,
+)
 
 torch.set_num_threads(1)
 PAD, BOS, EOS, V = 0, 1, 2, 12
 HIDDEN, LAYERS = 16, 2
 
 
-def build(seed: int = 0, **kwargs) -> GruEncoderDecoder:
+def build(seed: int = 0, kind=GruEncoderDecoder, **kwargs) -> GruEncoderDecoder:
+    """A small GRU encoder-decoder of `kind` (with attention or without), eval mode."""
     torch.manual_seed(seed)
-    return GruEncoderDecoder(V, V, **{"hidden": HIDDEN, "num_layers": LAYERS, **kwargs}).eval()
+    return kind(V, V, **{"hidden": HIDDEN, "num_layers": LAYERS, **kwargs}).eval()
 
 
 def sources(n: int = 6, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,8 +61,9 @@ def test_the_encoding_is_read_at_each_rows_true_length():
     torch.testing.assert_close(model.encode(src), memory, atol=1e-6, rtol=0)
 
 
-def test_the_decoder_is_causal():
-    model, (src, _) = build(), sources()
+@pytest.mark.parametrize("kind", [GruEncoderDecoder, GruAttentionEncoderDecoder])
+def test_the_decoder_is_causal(kind):
+    model, (src, _) = build(kind=kind), sources()
     memory = model.encode(src)
     tgt_in = torch.randint(3, V, (6, 5))
     changed = tgt_in.clone()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_rnn import BOS, EOS, HIDDEN, LAYERS, PAD, V, sources  # one small setting for both
 
 from tcrformer.models import transformer
 from tcrformer.models.counting import count_parameters
@@ -25,8 +26,6 @@ from tcrformer.training.recipe import recipe_from_config, with_overrides
 from conftest import default_config
 
 torch.set_num_threads(1)
-PAD, BOS, EOS, V = 0, 1, 2, 12
-HIDDEN, LAYERS = 16, 2
 # A reversal small enough to train here in seconds: 1 + 1 layers, strings of 8..10 letters.
 TINY = dict(d_model=32, num_heads=2, d_ff=64, num_layers=1, cross_attention_layer=1,
             batch_size=32, dropout=0.0, label_smoothing=0.0, schedule="linear", peak_lr=3e-3,
@@ -38,14 +37,6 @@ def build(seed: int = 0, **kwargs) -> GruAttentionEncoderDecoder:
     torch.manual_seed(seed)
     shape = {"hidden": HIDDEN, "num_layers": LAYERS, **kwargs}
     return GruAttentionEncoderDecoder(V, V, **shape).eval()
-
-
-def sources(n: int = 6, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """(n, 8) residue ids 3..11 padded with PAD at the end, and the lengths (n,) in 3..8."""
-    generator = torch.Generator().manual_seed(seed)
-    src = torch.randint(3, V, (n, 8), generator=generator)
-    lengths = torch.randint(3, 9, (n,), generator=generator)
-    return src.masked_fill(torch.arange(8) >= lengths[:, None], PAD), lengths
 
 
 def through_eos(row: torch.Tensor) -> list[int]:
@@ -145,17 +136,6 @@ def test_every_source_position_reaches_the_first_output():
     mixed = other._replace(state=memory.state)  # other outputs, the same final state
     start = torch.full((6, 1), BOS)
     assert not torch.allclose(model.decode(start, mixed), model.decode(start, memory))
-
-
-def test_the_decoder_is_causal():
-    model, (src, _) = build(), sources()
-    memory = model.encode(src)
-    tgt_in = torch.randint(3, V, (6, 5))
-    changed = tgt_in.clone()
-    changed[:, 3:] = BOS
-    torch.testing.assert_close(
-        model.decode(changed, memory)[:, :3], model.decode(tgt_in, memory)[:, :3]
-    )
 
 
 # The decoders drive it ---------------------------------------------------------------------------
