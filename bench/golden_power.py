@@ -21,6 +21,9 @@ FAULTS = {
     "lr_doubled": "the learning-rate schedule returns twice the Noam rate",
     "cross_residual_dropped": "the decoder's cross-attention sub-layer loses its residual add",
     "dropout_at_eval": "evaluation leaves the model in training mode, dropout on",
+    # Added for golden check v2 (issue 35), written down before any run of them:
+    "scores_unscaled": "attention scores lose their 1/sqrt(d_k), in training and evaluation",
+    "source_padding_seen": "the padding mask is all true: attention reads the source's padding",
 }
 SEEDS = (0, 1, 2, 3)  # each fault is trained for these seeds of the paper recipe
 CONTROL = "none"  # run_one without a fault: the library as it is
@@ -29,7 +32,7 @@ CONTROL = "none"  # run_one without a fault: the library as it is
 @contextlib.contextmanager
 def training_fault(fault: str) -> Iterator[None]:
     """The library with `fault` in its training code, within the block."""
-    from tcrformer.models import fast
+    from tcrformer.models import decoding, fast, transformer
     from tcrformer.training import schedule
 
     if fault == "smoothing_dropped":
@@ -53,6 +56,28 @@ def training_fault(fault: str) -> Iterator[None]:
             return self.norm3.add(x, self.ffn, *sub)
 
         with mock.patch.object(fast.DecoderLayer, "forward", forward):
+            yield
+    elif fault == "scores_unscaled":
+        built = fast.Attention.__init__
+
+        def init(self, *args, **kwargs):
+            built(self, *args, **kwargs)
+            self.scale = 1.0
+
+        with mock.patch.object(fast.Attention, "__init__", init):
+            yield
+    elif fault == "source_padding_seen":
+        import torch
+
+        seen = transformer.padding_mask
+
+        def padding_mask(tokens, pad_idx=0):
+            return torch.ones_like(seen(tokens, pad_idx))
+
+        with (
+            mock.patch.object(transformer, "padding_mask", padding_mask),
+            mock.patch.object(decoding, "padding_mask", padding_mask),
+        ):
             yield
     else:
         yield

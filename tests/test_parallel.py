@@ -114,3 +114,13 @@ def test_started_ranks_of_another_recipe_are_refused_and_end_with_rank_0():
             train(recipe, ranks=2, workers=started)
         assert all(p.poll() is not None for p in started.processes)
         assert not started.store.parent.exists()
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_on_loss_sees_every_steps_loss_on_the_first_rank(ranks):
+    """The curve monitor's hook: on_loss(step, loss) after every step, with the loss the
+    training records (the full batch's over two ranks)."""
+    seen = []
+    trained = train(tiny(), ranks=ranks, on_loss=lambda step, loss: seen.append((step, loss)))
+    assert [step for step, _ in seen] == list(range(1, 7))
+    assert torch.equal(torch.stack([loss for _, loss in seen]), trained.losses)

@@ -30,7 +30,7 @@ rule train_ensemble:
         benchmark_for("train_ensemble_seed{seed}")
     conda:
         "../../envs/torch.yaml"
-    threads: TORCH_THREADS
+    threads: TORCH_THREADS * ENSEMBLE.ranks
     resources:
         gpu=0,
         mem_mb=2000,
@@ -38,6 +38,7 @@ rule train_ensemble:
         recipe=lambda wc: ensemble_recipe(int(wc.seed)).training_params(),
         checkpoints=lambda wc: result("ensemble", f"seed{wc.seed}/checkpoints"),
         numerics=NUMERICS,
+        ranks=ENSEMBLE.ranks,
     script:
         "../scripts/train_ensemble.py"
 

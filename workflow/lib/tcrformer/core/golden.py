@@ -181,6 +181,15 @@ def read_method(golden_path: str | Path) -> dict[str, Any]:
     return {"budget": budget_of(golden_path, data), **(bands_file.get("method") or {})}
 
 
+def bands_v2_file(golden_path: str | Path) -> Path | None:
+    """Where the golden file's `bands_v2:` puts golden check v2's bands (beside it), or None
+    when it names none. The file itself may not exist yet."""
+    golden_path = Path(golden_path)
+    data = _read_yaml(golden_path, golden_path)
+    name = data.get("bands_v2") if isinstance(data, Mapping) else None
+    return golden_path.parent / str(name) if name else None
+
+
 def _read_yaml(path: Path, named_by: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -95,16 +95,18 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> int:
     return count
 
 
-def check_ranks_fit(ranks: int, device: str, gpus: int, key: str = "reversal.device") -> None:
+def check_ranks_fit(
+    ranks: int, device: str, gpus: int, key: str = "reversal.device", ranks_key="numerics.ranks"
+) -> None:
     """On CUDA every rank takes a GPU of its own: more ranks than visible GPUs is a config
     error (`device` auto goes to CUDA when a GPU is visible). Where none is visible (a
     cluster's login node) nothing can be told here; the training job checks on its node."""
     if device in ("cuda", "auto") and 0 < gpus < ranks:
         raise ConfigError(
-            "numerics.ranks",
+            ranks_key,
             ranks,
             f"one rank per GPU on CUDA ({key} = {device}), and {gpus} GPU(s) are visible; "
-            f"set numerics.ranks: {max(gpus, 1)}",
+            f"set {ranks_key}: {max(gpus, 1)}",
         )
 
 

@@ -211,20 +211,25 @@ def train(
     workers=None,
     threads: int | None = None,
     on_step: Callable[[int], None] | None = None,
+    on_loss: Callable[[int, Tensor], None] | None = None,
 ) -> Trained:
     """The one way in: train `recipe` from scratch, or from the last checkpoint in
     checkpoint_dir if there is one, which is removed once the run has finished. Over
     `ranks` > 1 the same step is split by rows (training.parallel; `workers` are ranks
-    1..R-1 started early by training.ranks, else they start here)."""
+    1..R-1 started early by training.ranks, else they start here). `on_step(step)` and
+    `on_loss(step, loss)` (the step's loss, a 0-d tensor on the device) run after every
+    step on the first rank (chapters.ensemble.monitor watches the losses)."""
     if threads:
         torch.set_num_threads(threads)
     if ranks > 1:
         from tcrformer.training.parallel import train_parallel
 
-        trained = train_parallel(recipe, ranks, train_rank, checkpoint_dir, on_step, workers)
+        trained = train_parallel(
+            recipe, ranks, train_rank, checkpoint_dir, on_step, workers, on_loss
+        )
     else:
         device = resolve_device(recipe.device, f"{recipe.config_path}.device")
-        trained = train_rank(recipe, SOLO, device, checkpoint_dir, on_step)
+        trained = train_rank(recipe, SOLO, device, checkpoint_dir, on_step, on_loss)
     if checkpoint_dir is not None:
         discard_checkpoints(checkpoint_dir, trained.recipe)
     return trained
@@ -236,6 +241,7 @@ def train_rank(
     device: torch.device,
     checkpoint_dir: str | Path | None = None,
     on_step: Callable[[int], None] | None = None,
+    on_loss: Callable[[int, Tensor], None] | None = None,
 ) -> Trained:
     """The loop on one rank (all of it with one rank). Over several ranks every rank first
     shows the others the fingerprint of the recipe it was handed: one that trains another
@@ -268,6 +274,8 @@ def train_rank(
             save_checkpoint(ckpt, run)  # every rank calls it; the first rank writes
         if on_step is not None and shard.leads:
             on_step(step)
+        if on_loss is not None and shard.leads:
+            on_loss(step, run.losses[step - 1])
     seconds = progress.elapsed()
     timing = {
         "train_seconds": seconds,

@@ -48,7 +48,7 @@ def device_of(device: torch.device, shard: Shard) -> torch.device:
 
 
 def train_parallel(recipe, ranks: int, train_rank, checkpoint_dir=None, on_step=None,
-                   workers=None):  # fmt: skip
+                   workers=None, on_loss=None):  # fmt: skip
     """Train `recipe` over `ranks` ranks, each running `train_rank` (training.loop.train
     calls this with its own); returns rank 0's Trained (the model every rank holds, the full
     batches' losses)."""
@@ -68,7 +68,7 @@ def train_parallel(recipe, ranks: int, train_rank, checkpoint_dir=None, on_step=
             check_ranks_fit(ranks, "cuda", max(torch.cuda.device_count(), 1))
         device = device_of(device, shard)
         join(shard, workers.store, device)
-        trained = train_rank(recipe, shard, device, checkpoint_dir, on_step)
+        trained = train_rank(recipe, shard, device, checkpoint_dir, on_step, on_loss)
         done = True
     finally:
         if dist.is_initialized():

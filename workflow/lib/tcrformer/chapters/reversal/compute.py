@@ -18,12 +18,19 @@ from tcrformer.training.values import losses_frame, read_losses, recipe_values
 
 
 def train_reversal(
-    recipe: Recipe, checkpoints: str | Path, numerics: dict, ranks: int = 1, workers=None
+    recipe: Recipe,
+    checkpoints: str | Path,
+    numerics: dict,
+    ranks: int = 1,
+    workers=None,
+    monitor=None,
 ) -> dict[str, Any]:
     """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
     caller started them early, training.ranks); a run killed before the end resumes from
-    its last checkpoint."""
-    trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
+    its last checkpoint. `monitor` (chapters.ensemble.monitor.CurveMonitor) watches each loss
+    and says in the log, as it trains, when the curve is out of reach of a correct run."""
+    on_loss = monitor.observe if monitor is not None else None
+    trained = train(recipe, checkpoints, ranks=ranks, workers=workers, on_loss=on_loss)
     return {
         "model": lambda path: save_model(path, trained.model, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
