@@ -12,6 +12,8 @@ import pytest
 
 from tcrformer.chapters.ensemble import monitor
 
+from conftest import default_config
+
 FLOOR, STEPS = 0.611, 3000
 
 
@@ -110,3 +112,41 @@ def test_attach_says_why_it_is_off_and_watches_the_recipe_it_was_fitted_for(tmp_
                                                  **reference.record()}}))  # fmt: skip
     found, why = monitor.attach(bands, recipe)
     assert found.reference == reference and "monitor: on, 30 looks every 100 steps" in why
+
+
+@pytest.mark.slow
+def test_the_reversal_training_log_shows_the_monitor(workflow_copy):
+    """End to end: with v2 bands fitted for the run's recipe beside the golden file, rule
+    train_reversal's log has a line per block and the warning; the training's outputs are
+    what they are without the monitor (it only writes to the log)."""
+    import yaml
+
+    from tcrformer.core.golden import bands_v2_file
+    from tcrformer.training.recipe import recipe_from_config
+
+    from conftest import snakemake, write_config
+
+    section = {"steps": 200, "eval_n": 20, "warmup": 40, "log_every": 100, "report_every": 100}
+    config = default_config()
+    config["reversal"].update(section)
+    recipe = recipe_from_config(config["reversal"])
+    never = monitor.Reference(100, (100, 200), (-20.0, 50.0), FLOOR, 0.01, 32)  # flags at 100
+    bands = bands_v2_file(workflow_copy / "config/golden/seed_values.yaml")
+    bands.parent.mkdir(parents=True, exist_ok=True)
+    record = {"monitor": {"recipe": monitor.recipe_key(recipe), **never.record()}}
+    bands.write_text(yaml.safe_dump(record))
+    losses = {}
+    for run, on in (("watched", True), ("unwatched", False)):
+        overrides = {"run": run, "reversal": section, "golden": {"monitor": on}}
+        path = write_config(workflow_copy / f"{run}.yaml", overrides)
+        target = f"results/{run}/reversal/losses.csv"
+        done = snakemake(workflow_copy, target, "--configfile", str(path))
+        assert done.returncode == 0, done.stderr[-3000:]
+        losses[run] = (workflow_copy / target).read_text()
+    log = (workflow_copy / "results/watched/logs/train_reversal_reversal.log").read_text()
+    assert "monitor: on, 2 looks every 100 steps" in log
+    assert "monitor: steps 1-100 mean loss" in log and "monitor: steps 101-200" in log
+    assert "out of reach of a correct run at step 100" in log
+    quiet = (workflow_copy / "results/unwatched/logs/train_reversal_reversal.log").read_text()
+    assert "monitor: off (golden.monitor is false" in quiet
+    assert losses["watched"] == losses["unwatched"]
