@@ -572,6 +572,27 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
         archive.restore_finished(evil, root=new)
 
 
+def test_the_archive_counts_the_machines_each_arms_seeds_trained_on(tmp_path):
+    """Under native numerics a run that spans machines mixes CPUs within an arm: counted
+    from each finished job's numerics.json; an unfinished job is not counted."""
+    import json
+
+    from tcrformer.chapters.claims import archive
+
+    arms = tmp_path / "claims/arms"
+    for arm, seed, model in (("baseline", 0, "AMD EPYC"), ("baseline", 1, "Intel Xeon"),
+                             ("fixed", 0, "AMD EPYC"), ("fixed", 1, None)):  # fmt: skip
+        folder = arms / arm / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "numerics.json").write_text(json.dumps({"cpu": {"model": model}}))
+        if model is not None:
+            (folder / "metrics.json").write_text("{}")
+    found = archive.machines(tmp_path)
+    assert found == {"baseline": {"AMD EPYC": 1, "Intel Xeon": 1}, "fixed": {"AMD EPYC": 1}}
+    table = archive.machines_markdown(found)
+    assert "| arm | AMD EPYC | Intel Xeon |" in table and "| fixed | 1 | 0 |" in table
+
+
 @pytest.mark.slow
 def test_a_restored_job_is_done_for_the_resumed_run(workflow_copy, tmp_path):
     """What the archive's README says to run after a restore plans the missing jobs only:

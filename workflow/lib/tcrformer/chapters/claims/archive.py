@@ -2,6 +2,7 @@
 
     python -m tcrformer.chapters.claims.archive save --run paper --to ARCHIVE
     python -m tcrformer.chapters.claims.archive restore --from ARCHIVE
+    python -m tcrformer.chapters.claims.archive machines --run paper
 
 (ARCHIVE: results/archive/claims_v2.tar.gz for the v2 run)
 
@@ -23,8 +24,10 @@ checks both).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tarfile
+from collections import Counter
 from pathlib import Path
 
 from tcrformer.chapters.claims.settings import JOB_FOLDER
@@ -74,6 +77,25 @@ def restore_finished(archive: Path, root: Path = Path(".")) -> int:
     return sum(1 for m in members if m.name.endswith("/metrics.json"))
 
 
+def machines(results: Path) -> dict[str, dict[str, int]]:
+    """{arm: {CPU model (and GPU, if one trained it): finished jobs}} of results/<run>/."""
+    claims, found = results / "claims", {}
+    for metrics in sorted(claims.glob(JOB_FOLDER.format(arm="*", seed="*") + "/metrics.json")):
+        numerics = json.loads((metrics.parent / "numerics.json").read_text(encoding="utf-8"))
+        model = (numerics.get("cpu") or {}).get("model", "unknown CPU")
+        arm = metrics.parent.relative_to(claims).parts[1]
+        found.setdefault(arm, Counter())[model] += 1
+    return {arm: dict(sorted(count.items())) for arm, count in sorted(found.items())}
+
+
+def machines_markdown(found: dict[str, dict[str, int]]) -> str:
+    models = sorted({m for count in found.values() for m in count})
+    lines = ["| arm | " + " | ".join(models) + " |", "|---" * (len(models) + 1) + "|"]
+    for arm, count in found.items():
+        lines.append(f"| {arm} | " + " | ".join(str(count.get(m, 0)) for m in models) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -82,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     saving.add_argument("--to", type=Path, required=True)
     restoring = commands.add_parser("restore")
     restoring.add_argument("--from", dest="source", type=Path, required=True)
+    counting = commands.add_parser("machines")
+    counting.add_argument("--run", default="paper")
     args = parser.parse_args(argv)
-    if args.command == "save":
+    if args.command == "machines":
+        print(machines_markdown(machines(Path("results") / args.run)), end="")
+    elif args.command == "save":
         print(f"{save_finished(args.run, args.to)} finished jobs saved to {args.to}")
     else:
         print(f"{restore_finished(args.source)} finished jobs restored from {args.source}; "
