@@ -217,3 +217,69 @@ def test_the_golden_file_names_where_its_v2_bands_live(tmp_path):
     plain = tmp_path / "golden.yaml"
     plain.write_text(yaml.safe_dump({"values": []}))
     assert bands_v2_file(plain) is None  # the monitor is then off
+
+
+def v1_rows():
+    from tcrformer.core import golden
+
+    return [
+        golden.Row("reversal.loss_step3000", "reversal", 0.64, 0.63,
+                   "ensemble [0.62, 0.68] (n=32)", golden.PASS),
+        golden.Row("reversal.heldout_exact", "reversal", 960, 890,
+                   "ensemble [906.7, 1000] (n=32)", golden.FAIL),
+        golden.Row("toy.weights", "toy", 1, 1, "exact", golden.PASS),
+    ]  # fmt: skip
+
+
+def test_v2_judges_the_curve_and_v1s_bands_are_shown_not_judged(record):
+    from tcrformer.core import golden
+
+    config = {"reversal": {"cdr3": "CASSIRSSYEQYF", "steps": 3000}}
+    inputs = {"reversal": {"reversal.steps": 3000}}
+    values = {"reversal.cdr3_output": "FYQEYSSRISSAC", "reversal.heldout_exact": 975,
+              "reversal.cross_attention_antidiagonal_mean": 0.95}  # fmt: skip
+    curve = wide_curves([0], seed=7)
+    losses = pd.DataFrame({"step": curve["step"], "loss": curve["seed0"]})
+    rows = golden_v2.judged_by_v2(v1_rows(), record, losses, values, config, inputs)
+    by_key = {r.key: r for r in rows}
+    assert by_key["reversal.loss_step3000"].status == golden.REPORT
+    assert by_key["reversal.heldout_exact"].reason.endswith("v1: FAIL")
+    assert by_key["toy.weights"].status == golden.PASS  # another chapter: untouched
+    v2 = {k.removeprefix("reversal.v2."): r for k, r in by_key.items() if ".v2." in k}
+    assert set(v2) == set(curves.KEYS)
+    assert v2["misses"].value == 25 and v2["loss_window"].tolerance.startswith("v2 tolerance")
+    # A raised curve FAILs its window, a wrong CDR3 leaves the anti-diagonal unjudged, and
+    # a run whose inputs differ from the seed's is SKIPPED with the reason.
+    raised = losses.assign(loss=losses["loss"] + 0.03)
+    wrong = {**values, "reversal.cdr3_output": "FYQEYSSRISSAA"}
+    rows = {r.key: r for r in golden_v2.judged_by_v2([], record, raised, wrong, config, inputs)}
+    assert rows["reversal.v2.loss_window"].status == golden.FAIL
+    assert rows["reversal.v2.antidiagonal"].status == golden.REPORT
+    other = {"reversal": {**config["reversal"], "steps": 1000}}
+    rows = golden_v2.judged_by_v2([], record, losses, values, other, inputs)
+    assert {r.status for r in rows} == {golden.SKIPPED} and "inputs differ" in rows[0].reason
+    assert golden_v2.method_v2(record)["keys"] == 4
+
+
+@pytest.mark.slow
+def test_a_run_with_v2_bands_is_judged_by_them(workflow_copy):
+    """The rules pick v2 up once its bands file exists beside the golden file: the report
+    has the v2 rows (SKIPPED here: the small run's recipe is not the seed's)."""
+    import json
+
+    from conftest import snakemake, write_config
+
+    bands = workflow_copy / "config/golden/v2/bands.yaml"
+    bands.parent.mkdir(parents=True, exist_ok=True)
+    found = golden_v2.bands_record(ensemble(range(64, 96)), 0.01, FLOOR, EVAL_N, {"run": "t"})
+    bands.write_text(yaml.safe_dump(found))
+    small = {"run": "v2", "reversal": {"steps": 100, "eval_n": 50, "warmup": 40,
+                                       "log_every": 50, "report_every": 50}}  # fmt: skip
+    config = write_config(workflow_copy / "v2.yaml", small)
+    done = snakemake(workflow_copy, "reversal", "--configfile", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((workflow_copy / "results/v2/reversal/golden_report.json").read_text())
+    v2 = {r["key"]: r for r in report["rows"] if ".v2." in r["key"]}
+    assert set(v2) == {f"reversal.v2.{k}" for k in curves.KEYS}
+    assert {r["status"] for r in v2.values()} == {"SKIPPED"}
+    assert report["trained_values"]["version"] == 2

@@ -19,6 +19,7 @@ from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.figures import FOLDER as FIGURE_FOLDER
 from tcrformer.figures import figure_paths
 from tcrformer.core.config import ConfigError, sections
+from tcrformer.core.golden import bands_v2_file
 from tcrformer.validation import validate as validate_config
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
@@ -153,6 +154,19 @@ def report_only_files(chapter=None):
 def training_numerics(chapters):
     """The numerics record of the training whose values a golden check reads."""
     return [result("reversal", "numerics.json")] if "reversal" in chapters else []
+
+
+# Golden check v2 (config/golden/README.md): once its bands exist beside the golden file
+# (bands_v2:), they judge the reversal training's loss curve; until then version 1 alone.
+_BANDS_V2 = bands_v2_file(config["golden"]["file"])
+BANDS_V2 = str(_BANDS_V2) if _BANDS_V2 and _BANDS_V2.is_file() else None
+
+
+def golden_v2_inputs(chapters):
+    """The v2 bands and the reversal training's curve, for a golden check v2 judges."""
+    if BANDS_V2 is None or "reversal" not in chapters:
+        return {}
+    return {"bands_v2": BANDS_V2, "losses": result("reversal", "losses.csv")}
 
 
 def numerics_records():

@@ -7,8 +7,6 @@ REVERSAL = settings(
 
 # The curve monitor's reference (golden check v2's bands file, named by the golden file's
 # bands_v2:), or None when golden.monitor is false; the training reads it for its log only.
-from tcrformer.core.golden import bands_v2_file
-
 _reference = (
     bands_v2_file(config["golden"]["file"]) if config["golden"]["monitor"] else None
 )

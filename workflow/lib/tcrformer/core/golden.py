@@ -326,7 +326,7 @@ def _prefixes(key: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
 
 
-def _inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
+def inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
     """A reason if the run's config differs from the seed's published inputs, else ''."""
     from tcrformer.core.config import get
 
@@ -344,7 +344,7 @@ def published(
     entries: list[GoldenEntry], inputs: Mapping[str, Mapping], config: Mapping, chapter: str
 ) -> dict[str, Any]:
     """{key: the seed's value} of a chapter, or {} when the run's inputs differ from the seed's."""
-    if _inputs_differ(chapter, inputs, config):
+    if inputs_differ(chapter, inputs, config):
         return {}
     return {e.key: e.value for e in entries if e.chapter == chapter}
 
@@ -368,7 +368,7 @@ def check(
     by_key = {e.key: e for e in entries}
     rows = []
     for entry in selected:
-        differ = _inputs_differ(entry.chapter, inputs, config)
+        differ = inputs_differ(entry.chapter, inputs, config)
         if entry.tolerance.kind == "report-only" and entry.key in report_only:
             values = {**values, entry.key: report_only[entry.key]}
         given = _given_fails(entry, by_key, values)

@@ -21,6 +21,7 @@ fault in its code) by these bands and writes power.{csv,md,yaml}: how often each
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import hashlib
 import math
@@ -149,6 +150,68 @@ def judge_seeds(bands: Mapping[str, curves.ToleranceBand], statistics: pd.DataFr
 
 def _nan(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+# The golden check ---------------------------------------------------------------------------
+
+
+CHAPTER = "reversal"  # the chapter whose training v2 judges, and its keys' prefix
+
+
+def judged_by_v2(
+    rows: list[golden.Row],
+    record: Mapping[str, Any],
+    losses: pd.DataFrame,
+    values: Mapping[str, Any],
+    config: Mapping[str, Any],
+    inputs: Mapping[str, Mapping],
+) -> list[golden.Row]:
+    """The golden check's rows with version 2 judging the chapter's training: one row per
+    v2 key (`reversal.v2.<key>`), and version 1's band rows of the chapter shown, not
+    judged (REPORT), so the family-wise budget is spent once."""
+    bands, eval_n = read_bands(record), record["method"]["eval_n"]
+    differ = golden.inputs_differ(CHAPTER, inputs, config)
+    found = run_statistics(losses, values, CHAPTER, config[CHAPTER]["cdr3"], eval_n)
+    kept = []
+    for row in rows:
+        if (
+            row.chapter == CHAPTER
+            and row.tolerance.startswith(golden.ENSEMBLE)
+            and (row.status in (golden.PASS, golden.FAIL))
+        ):
+            reason = f"judged by v2 ({CHAPTER}.v2.*); v1: {row.status}"
+            row = dataclasses.replace(row, status=golden.REPORT, reason=reason)
+        kept.append(row)
+    for key, band in bands.items():
+        value = found[key]
+        status, reason = (golden.FAIL, "") if band.fails(value) else (golden.PASS, "")
+        if _nan(value) and key == "antidiagonal":
+            status, reason = golden.REPORT, "not judged: measured where the CDR3 comes back right"
+        if differ:
+            status, reason = golden.SKIPPED, differ
+        shown = None if _nan(value) else round(float(value), 6)
+        kept.append(golden.Row(f"{CHAPTER}.v2.{key}", CHAPTER, None, shown,
+                               tolerance_text(band), status, reason))  # fmt: skip
+    return kept
+
+
+def tolerance_text(band: curves.ToleranceBand) -> str:
+    side = "<=" if band.side == "upper" else ">="
+    floor = f", >= floor {band.floor:.6g}" if band.floor is not None else ""
+    return f"v2 tolerance bound {side} {band.bound:.6g}{floor}"
+
+
+def method_v2(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the golden report says about how the trained values were judged."""
+    method = record["method"]
+    (a, b), (c, d) = method["window"], method["early"]
+    interval = (
+        f"one-sided tolerance bounds (confidence {method['confidence']}) from {method['n']} "
+        f"seeds on window means of the loss curve (steps {a}..{b} raw, {c}..{d} log "
+        "excess), held-out misses as a beta-binomial count, the anti-diagonal on logit"
+    )
+    return {"budget": method["budget"], "per_key": method["alpha_per_key"],
+            "keys": len(record["bands"]), "version": 2, "interval": interval}  # fmt: skip
 
 
 # Held out ---------------------------------------------------------------------------------------
