@@ -591,6 +591,7 @@ def test_the_archive_counts_the_machines_each_arms_seeds_trained_on(tmp_path):
     assert found == {"baseline": {"AMD EPYC": 1, "Intel Xeon": 1}, "fixed": {"AMD EPYC": 1}}
     table = archive.machines_markdown(found)
     assert "| arm | AMD EPYC | Intel Xeon |" in table and "| fixed | 1 | 0 |" in table
+    assert archive.main(["machines", "--run", "no_such_run"]) == 1  # says so, no empty table
 
 
 @pytest.mark.slow

@@ -108,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     counting.add_argument("--run", default="paper")
     args = parser.parse_args(argv)
     if args.command == "machines":
-        print(machines_markdown(machines(Path("results") / args.run)), end="")
+        found = machines(Path("results") / args.run)
+        if not found:
+            print(f"error: no finished claims job under results/{args.run}", file=sys.stderr)
+            return 1
+        print(machines_markdown(found), end="")
     elif args.command == "save":
         print(f"{save_finished(args.run, args.to)} finished jobs saved to {args.to}")
     else:
