@@ -623,3 +623,48 @@ def test_a_restored_job_is_done_for_the_resumed_run(workflow_copy, tmp_path):
     assert "arms/baseline/seed1/metrics.json" in outputs
     assert "arms/baseline/seed0/metrics.json" not in outputs
     assert "registration.json" not in outputs
+
+
+def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monkeypatch, capsys):
+    """`archive changes` sets the archived v2 table beside a run's table, claim by claim:
+    a verdict that moved (or a claim that moved kind, or is new) is marked changed, an equal
+    one is not, and each row carries the claim's revision note from the claims file."""
+    import csv
+    import io
+    import tarfile
+
+    from tcrformer.chapters.claims import archive
+
+    v2 = archive.archived_table(ROOT / "results/archive/claims_v2.tar.gz")
+    assert v2["attention_importance"]["verdict"] == "NOT SUPPORTED"
+    after = {k: dict(row) for k, row in v2.items() if k != "positions"}
+    after["attention_importance"]["verdict"] = "SUPPORTED"
+    after["new_claim"] = {**after["warmup"], "id": "new_claim"}
+    after["sqrt_dk_jacobian"]["kind"] = "check"  # the same verdict word, another kind
+    table = tmp_path / "results/paper/claims/claims.csv"
+    table.parent.mkdir(parents=True)
+    with table.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(next(iter(after.values()))))
+        writer.writeheader()
+        writer.writerows(after.values())
+    revisions = archive._revisions(ROOT / "config/claims.yaml")
+    rows = {r["id"]: r for r in archive.verdict_changes(v2, archive.run_table(table.parents[1]),
+                                                        revisions)}  # fmt: skip
+    assert rows["attention_importance"]["changed"] and not rows["warmup"]["changed"]
+    assert rows["attention_importance"]["before"] == "NOT SUPPORTED (experiment)"
+    assert rows["new_claim"]["before"] == "—" and rows["positions"]["after"] == "—"
+    assert rows["positions"]["changed"] and rows["new_claim"]["changed"]
+    assert rows["sqrt_dk_jacobian"]["changed"]
+    assert rows["attention_importance"]["revision"] == revisions["attention_importance"] != ""
+    assert sum(r["changed"] for r in rows.values()) == 4
+    monkeypatch.chdir(tmp_path)
+    claims = str(ROOT / "config/claims.yaml")
+    v2_archive = str(ROOT / "results/archive/claims_v2.tar.gz")
+    assert archive.main(["changes", "--before", v2_archive, "--claims", claims]) == 0
+    assert "4 of 20 verdicts changed" in capsys.readouterr().out
+    unfinished = tmp_path / "unfinished.tar.gz"
+    with tarfile.open(unfinished, "w:gz") as tar:
+        info = tarfile.TarInfo("results/paper/claims/registration.json")
+        tar.addfile(info, io.BytesIO(b""))
+    assert archive.main(["changes", "--before", str(unfinished), "--claims", claims]) == 1
+    assert "holds no claims/claims.csv" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     python -m tcrformer.chapters.claims.archive save --run paper --to ARCHIVE
     python -m tcrformer.chapters.claims.archive restore --from ARCHIVE
     python -m tcrformer.chapters.claims.archive machines --run paper
+    python -m tcrformer.chapters.claims.archive changes --before ARCHIVE --run paper
 
 (ARCHIVE: results/archive/claims_v2.tar.gz for the v2 run)
 
@@ -10,20 +11,23 @@
 metrics, history, numerics and timing; the registration; the sweeps' choices; the jobs'
 benchmark files), and, once the run has them, the chapter's other results (the analytic
 claims, the cost and speed measurements, the table and the figures), with their
-modification times. `restore` unpacks them into results/ of a
-fresh clone. Resume with the run's command plus `--rerun-triggers mtime` (RESUME): a job
-keeps no weights (it evaluates them and deletes them), so its files are all it leaves. In a
-fresh clone, whose scripts are newer than the restored files, Snakemake 9.27 without that
-option (it takes a rule's script newer than the rule's output for changed code) flags the
-restored registration as "Code has changed since last execution" and plans that one job
-alone (a new registration, timed after trainings it did not see); with modification times
-as the only trigger it finds the restored jobs done and plans the rest (tests/test_claims.py
-checks both).
+modification times. `restore` unpacks them into results/ of a fresh clone. Resume with the
+run's command plus `--rerun-triggers mtime` (RESUME): a job keeps no weights (it evaluates
+them and deletes them), so its files are all it leaves. In a fresh clone, whose scripts are
+newer than the restored files, Snakemake 9.27 without that option (it takes a rule's script
+newer than the rule's output for changed code) flags the restored registration as "Code has
+changed since last execution" and plans that one job alone (a new registration, timed after
+trainings it did not see); with modification times as the only trigger it finds the
+restored jobs done and plans the rest (tests/test_claims.py checks both). `changes` sets an
+archived run's verdicts beside this run's, claim by claim, with the revision note the
+claims file gives for what changed and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import sys
 import tarfile
@@ -96,6 +100,58 @@ def machines_markdown(found: dict[str, dict[str, int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+TABLE = "claims/claims.csv"  # a run's claims table, under results/<run>/
+
+
+def archived_table(archive: Path) -> dict[str, dict[str, str]]:
+    """{claim id: its row} of the claims table a finished run archived."""
+    with tarfile.open(archive, "r:gz") as tar:
+        names = [n for n in tar.getnames() if n.endswith("/" + TABLE)]
+        if not names:
+            raise ValueError(f"{archive}: holds no {TABLE} (the run had not finished)")
+        text = tar.extractfile(names[0]).read().decode("utf-8")
+    return {row["id"]: row for row in csv.DictReader(io.StringIO(text))}
+
+
+def run_table(results: Path) -> dict[str, dict[str, str]]:
+    path = results / TABLE
+    if not path.is_file():
+        raise ValueError(f"{path}: no claims table (run the claims target)")
+    with path.open(encoding="utf-8", newline="") as handle:
+        return {row["id"]: row for row in csv.DictReader(handle)}
+
+
+def verdict_changes(before: dict, after: dict, revisions: dict[str, str]) -> list[dict[str, str]]:
+    """One row per claim of either table: its kind and verdict before and after, whether
+    the verdict changed, and the revision note (what the later version changed, and why)."""
+    rows = []
+    for claim in [*after, *(c for c in before if c not in after)]:
+        old, new = before.get(claim, {}), after.get(claim, {})
+        said = {k: f"{row['verdict']} ({row['kind']})" if row else "—"
+                for k, row in (("before", old), ("after", new))}  # fmt: skip
+        rows.append({"id": claim, **said, "changed": said["before"] != said["after"],
+                     "revision": revisions.get(claim, "")})  # fmt: skip
+    return rows
+
+
+def changes_markdown(rows: list[dict[str, str]]) -> str:
+    lines = ["| claim | before | after | what changed, and why (the claim's `revision`) |",
+             "|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        mark = "**" if r["changed"] else ""
+        lines.append(f"| `{r['id']}` | {r['before']} | {mark}{r['after']}{mark} "
+                     f"| {r['revision'] or '—'} |")  # fmt: skip
+    changed = sum(r["changed"] for r in rows)
+    return "\n".join(lines) + f"\n\n{changed} of {len(rows)} verdicts changed (in bold).\n"
+
+
+def _revisions(claims_file: Path) -> dict[str, str]:
+    import yaml
+
+    section = yaml.safe_load(claims_file.read_text(encoding="utf-8"))["claims"]
+    return {c["id"]: c.get("revision", "") for c in section["list"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -106,7 +162,21 @@ def main(argv: list[str] | None = None) -> int:
     restoring.add_argument("--from", dest="source", type=Path, required=True)
     counting = commands.add_parser("machines")
     counting.add_argument("--run", default="paper")
+    comparing = commands.add_parser("changes")
+    comparing.add_argument("--before", type=Path, required=True, help="an archived run")
+    comparing.add_argument("--run", default="paper")
+    comparing.add_argument("--claims", type=Path, default=Path("config/claims.yaml"))
     args = parser.parse_args(argv)
+    if args.command == "changes":
+        try:
+            rows = verdict_changes(archived_table(args.before),
+                                   run_table(Path("results") / args.run),
+                                   _revisions(args.claims))  # fmt: skip
+        except (OSError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(changes_markdown(rows), end="")
+        return 0
     if args.command == "machines":
         found = machines(Path("results") / args.run)
         if not found:
