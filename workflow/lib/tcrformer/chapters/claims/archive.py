@@ -3,7 +3,7 @@
     python -m tcrformer.chapters.claims.archive save --run paper --to ARCHIVE
     python -m tcrformer.chapters.claims.archive restore --from ARCHIVE
     python -m tcrformer.chapters.claims.archive machines --run paper
-    python -m tcrformer.chapters.claims.archive changes --before ARCHIVE --run paper
+    python -m tcrformer.chapters.claims.archive changes --before ARCHIVE [--after ARCHIVE]
 
 (ARCHIVE: results/archive/claims_v2.tar.gz for the v2 run)
 
@@ -139,8 +139,8 @@ def changes_markdown(rows: list[dict[str, str]]) -> str:
              "|---|---|---|---|"]  # fmt: skip
     for r in rows:
         mark = "**" if r["changed"] else ""
-        lines.append(f"| `{r['id']}` | {r['before']} | {mark}{r['after']}{mark} "
-                     f"| {r['revision'] or '—'} |")  # fmt: skip
+        revision = (r["revision"] or "—").replace("|", "\\|")  # a table cell
+        lines.append(f"| `{r['id']}` | {r['before']} | {mark}{r['after']}{mark} | {revision} |")
     changed = sum(r["changed"] for r in rows)
     return "\n".join(lines) + f"\n\n{changed} of {len(rows)} verdicts changed (in bold).\n"
 
@@ -165,13 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     comparing = commands.add_parser("changes")
     comparing.add_argument("--before", type=Path, required=True, help="an archived run")
     comparing.add_argument("--run", default="paper")
+    comparing.add_argument("--after", type=Path, help="an archived run instead of --run's")
     comparing.add_argument("--claims", type=Path, default=Path("config/claims.yaml"))
     args = parser.parse_args(argv)
     if args.command == "changes":
         try:
-            rows = verdict_changes(archived_table(args.before),
-                                   run_table(Path("results") / args.run),
-                                   _revisions(args.claims))  # fmt: skip
+            after = (archived_table(args.after) if args.after
+                     else run_table(Path("results") / args.run))  # fmt: skip
+            rows = verdict_changes(archived_table(args.before), after, _revisions(args.claims))
         except (OSError, ValueError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
