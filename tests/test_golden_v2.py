@@ -123,6 +123,11 @@ def test_the_command_line_fits_validates_and_names_what_is_missing(tmp_path, mon
     assert golden_v2.main(["fit", "--ensemble", str(fit), "--folder", str(out)]) == 0
     record = yaml.safe_load((out / "bands.yaml").read_text())
     assert record["provenance"]["run"] == "golden_fit" and record["method"]["budget"] == 0.01
+    # The provenance names the commands that rerun it: the overlay that trained these seeds,
+    # and the module that fitted the bands (not `python -m __main__`).
+    provenance = record["provenance"]
+    assert provenance["command"].endswith("config/golden/ensembles/fit.yaml")
+    assert provenance["bands_fitted"]["command"].startswith(f"python -m {golden_v2.MODULE} fit")
     assert (out / "fit_curves.csv").is_file() and (out / "fit_statistics_v2.csv").is_file()
     assert record["monitor"]["n"] == 32 and len(record["monitor"]["limits"]) == 30
     args = ["validate", "--ensemble", f"portable={held}", "--ensemble", f"broken={broken}",

@@ -40,8 +40,11 @@ from tcrformer.core import golden
 from tcrformer.core.io import ResultFileError, write_text
 
 GOLDEN_FILE = Path("config/golden/seed_values.yaml")
+# What `python -m` runs: there __name__ is __main__.
+MODULE = "tcrformer.chapters.ensemble.golden_v2"
 FOLDER = golden.bands_v2_file(GOLDEN_FILE).parent  # named by the golden file's bands_v2:
 BANDS = golden.bands_v2_file(GOLDEN_FILE).name
+OVERLAYS = GOLDEN_FILE.parent / "ensembles"  # each ensemble's config overlay (bench/golden_v2.sh)
 
 
 ENSEMBLE_FILES = ("curves.csv", "statistics_v2.csv", "golden_bands.yaml")
@@ -385,7 +388,18 @@ def _read_ensemble(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     if missing:
         raise ResultFileError(f"{folder}: no {', '.join(missing)} (run the ensemble target)")
     provenance = yaml.safe_load((folder / "golden_bands.yaml").read_text(encoding="utf-8"))
-    return pd.read_csv(folder / "statistics_v2.csv"), provenance["provenance"]
+    return pd.read_csv(folder / "statistics_v2.csv"), with_overlay(provenance["provenance"])
+
+
+def with_overlay(provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """An ensemble's provenance with the command that trained it: the ensemble rule records
+    `--config run=<run>`, but golden v2's ensembles run as overlays (ensembles/<name>.yaml,
+    their seeds and numerics), and only the overlay's command trains the same seeds."""
+    overlay = OVERLAYS / f"{str(provenance.get('run', '')).removeprefix('golden_')}.yaml"
+    if not overlay.is_file():
+        return dict(provenance)
+    command = f"snakemake --cores 2 ensemble --configfile config/config.yaml {overlay}"
+    return {**provenance, "command": command}
 
 
 def _fit_inputs(config: Mapping[str, Any]):
@@ -406,7 +420,7 @@ def fit_command(ensemble: Path, folder: Path, config: Mapping[str, Any]) -> Path
     budget, floor, eval_n, recipe = _fit_inputs(config)
     state = git_state()
     provenance = {**provenance, "bands_fitted": {
-        "command": f"python -m {__name__} fit --ensemble {ensemble}",
+        "command": f"python -m {MODULE} fit --ensemble {ensemble}",
         "commit": state["commit"], "dirty": state["dirty"],
         "date": datetime.date.today().isoformat()}}  # fmt: skip
     record = bands_record(statistics, budget, floor, eval_n, provenance)
