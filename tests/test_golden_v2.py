@@ -14,6 +14,7 @@ import yaml
 from scipy import stats
 
 from tcrformer.chapters.ensemble import curves, golden_v2
+from tcrformer.core import golden
 
 FLOOR, EVAL_N = 0.611, 1000
 
@@ -181,6 +182,8 @@ def test_power_counts_the_faulty_runs_the_bands_fail(tmp_path, monkeypatch, reco
     assert found["harmless"]["caught"] == 0 and found["harmless"]["interval_95"][0] == 0.0
     assert found["lr_doubled"]["monitor_flagged"] == 2 and found["harmless"]["monitor_flagged"] == 0
     assert "| `lr_doubled` | lr_doubled breaks | 2 | 2 |" in (out / "power.md").read_text()
+    written = pd.read_csv(out / "power_curves.csv")  # every faulty run's curve, as trained
+    assert written["harmless_seed1"].tolist() == pytest.approx(wide["seed1"].tolist())
     assert golden_v2.main(["power", "--runs", str(tmp_path / "none"), "--folder", str(out)]) == 1
 
 
@@ -288,3 +291,88 @@ def test_a_run_with_v2_bands_is_judged_by_them(workflow_copy):
     assert set(v2) == {f"reversal.v2.{k}" for k in curves.KEYS}
     assert {r["status"] for r in v2.values()} == {"SKIPPED"}
     assert report["trained_values"]["version"] == 2
+
+
+# The committed record (config/golden/v2/) ------------------------------------------------------
+# What golden_v2 wrote from the real ensembles: these tests recompute it from the committed
+# curves and statistics, so no bound, count or rate in it was typed, and check the rate the
+# held-out seeds show against the budget.
+
+
+def committed(name: str):
+    from conftest import ROOT
+
+    path = ROOT / "config/golden/v2" / name
+    return yaml.safe_load(path.read_text()) if name.endswith(".yaml") else pd.read_csv(path)
+
+
+def test_the_committed_statistics_are_the_committed_curves_window_means():
+    for name in ("fit", *committed("validation.yaml")["ensembles"]):
+        wide, table = committed(f"{name}_curves.csv"), committed(f"{name}_statistics_v2.csv")
+        for row in table.itertuples(index=False):
+            curve = wide.sort_values("step")[f"seed{row.seed}"].to_numpy(float)
+            assert row.loss_window == pytest.approx(curves.window_mean(curve, curves.WINDOW))
+            assert row.loss_early == pytest.approx(curves.window_mean(curve, curves.EARLY))
+
+
+def test_the_committed_bands_and_monitor_are_what_the_method_fits():
+    from conftest import ROOT
+
+    record = committed("bands.yaml")
+    budget = golden.read_method(ROOT / "config/golden/seed_values.yaml")["budget"]
+    assert record["method"]["budget"] == budget == 0.01
+    method = record["method"]
+    statistics = committed("fit_statistics_v2.csv")
+    assert method["seeds"] == [int(s) for s in statistics["seed"]] and method["n"] >= 32
+    again = golden_v2.bands_record(statistics, budget, method["floor"], method["eval_n"], {})
+    assert again["bands"] == record["bands"]
+    assert golden_v2.read_bands(record).keys() == set(curves.KEYS)  # the method's sha256
+    limits = golden_v2.monitor_record(committed("fit_curves.csv"), budget, method["floor"])
+    assert limits["limits"] == pytest.approx(record["monitor"]["limits"])
+
+
+def test_the_committed_validation_is_what_the_held_out_seeds_give_and_keeps_the_budget():
+    record, found = committed("bands.yaml"), committed("validation.yaml")
+    method = record["method"]
+    heldout = {name: committed(f"{name}_statistics_v2.csv") for name in found["ensembles"]}
+    assert sum(len(t) for t in heldout.values()) >= 48
+    assert all(not set(t["seed"]) & set(method["seeds"]) for t in heldout.values())
+    monitored = {name: golden_v2.monitor_flags(record["monitor"], committed(f"{name}_curves.csv"))
+                 for name in heldout}  # fmt: skip
+    again = golden_v2.validate_heldout(committed("fit_statistics_v2.csv"), heldout,
+                                       golden_v2.read_bands(record), method["floor"],
+                                       method["eval_n"], monitored)  # fmt: skip
+    again = yaml.safe_load(yaml.safe_dump(again))  # the yaml's types
+    for key in ("ensembles", "pooled", "stratify"):
+        assert again[key] == found[key], key
+    # Every held-out seed the bands judge, pooled or not: more FAILs than a 1 % rate allows at
+    # 95 % confidence (one-sided exact binomial) would refute the budget.
+    fails = sum(e["fails"] for e in found["ensembles"].values())
+    draws = sum(e["draws"] for e in found["ensembles"].values())
+    assert stats.binomtest(fails, draws, method["budget"], alternative="greater").pvalue >= 0.05
+
+
+def test_the_committed_power_is_what_the_bands_say_of_the_faulty_runs():
+    record, summary, runs = committed("bands.yaml"), committed("power.yaml"), committed("power.csv")
+    statistics = runs[["seed", *curves.KEYS]]
+    judged = golden_v2.judge_seeds(golden_v2.read_bands(record), statistics)
+    assert judged["fails"].tolist() == runs["fails"].tolist()
+    assert judged["failed_keys"].fillna("").tolist() == runs["failed_keys"].fillna("").tolist()
+    # The judged statistics and the monitor's flags are those of the committed curves.
+    from tcrformer.chapters.ensemble.monitor import Reference, first_flag
+
+    wide = committed("power_curves.csv").sort_values("step")
+    reference = Reference.from_record(record["monitor"])
+    for row in runs.itertuples(index=False):
+        curve = wide[f"{row.fault}_seed{row.seed}"].dropna().to_numpy(float)
+        assert row.loss_window == pytest.approx(curves.window_mean(curve, curves.WINDOW))
+        assert row.loss_early == pytest.approx(curves.window_mean(curve, curves.EARLY))
+        flag = first_flag(reference, curve)
+        assert (flag is None) == pd.isna(row.monitor_step) and (flag or 0) == (
+            0 if pd.isna(row.monitor_step) else row.monitor_step
+        )
+    for fault, group in runs.groupby("fault"):
+        entry = summary["faults"][fault]
+        assert (entry["runs"], entry["caught"]) == (len(group), int(group["fails"].sum()))
+        assert entry["monitor_flagged"] == int(group["monitor_step"].notna().sum())
+    assert len(summary["faults"]) >= 6

@@ -15,7 +15,8 @@ and writes validation.yaml and validation.md: per ensemble, the seeds that FAIL 
 exact interval of the rate, the PIT calibration of every key, and whether its numerics pool
 with the fitting ensemble's (curves.compare_ensembles) or the bands must be stratified.
 `power` judges the runs of the power target (bench/golden_power.py: the paper recipe with a
-fault in its code) by these bands and writes power.{csv,md,yaml}: how often each fault FAILs.
+fault in its code) by these bands and writes power.{csv,md,yaml}: how often each fault FAILs,
+and power_curves.csv: every faulty run's loss curve, so the record can be recomputed.
 """
 
 from __future__ import annotations
@@ -346,11 +347,12 @@ def power_command(runs: Path, folder: Path, config: Mapping[str, Any]) -> Path:
     from tcrformer.chapters.ensemble.monitor import Reference, first_flag
 
     reference = Reference.from_record(record["monitor"])
-    rows, breaks = [], {}
+    rows, breaks, runs_curves = [], {}, {}
     for values_file in sorted(runs.glob("*/seed*/values.json")):
         values = read_json(values_file)
-        losses = pd.read_csv(values_file.parent / "losses.csv")
-        flag = first_flag(reference, losses.sort_values("step")["loss"].to_numpy(float))
+        losses = pd.read_csv(values_file.parent / "losses.csv").sort_values("step")
+        runs_curves[f"{values['fault']}_seed{values['seed']}"] = losses["loss"].to_numpy(float)
+        flag = first_flag(reference, losses["loss"].to_numpy(float))
         rows.append({"fault": values["fault"], "seed": int(values["seed"]),
                      **run_statistics(losses, values, prefix, cdr3, eval_n),
                      "monitor_step": flag})  # fmt: skip
@@ -368,6 +370,9 @@ def power_command(runs: Path, folder: Path, config: Mapping[str, Any]) -> Path:
                                     "keys": r.keys.split(), "monitor_flagged": r.monitor}
                           for r in table.itertuples(index=False)}}  # fmt: skip
     judged.to_csv(folder / "power.csv", index=False)
+    steps = np.arange(1, max(len(c) for c in runs_curves.values()) + 1)
+    wide = pd.DataFrame({"step": steps, **{k: pd.Series(c) for k, c in runs_curves.items()}})
+    wide.to_csv(folder / "power_curves.csv", index=False)  # column <fault>_seed<s>
     write_text(folder / "power.md", power_markdown(table, breaks))
     write_text(folder / "power.yaml", yaml.safe_dump(summary, sort_keys=False))
     return folder / "power.yaml"
