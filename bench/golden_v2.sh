@@ -26,5 +26,10 @@ echo "--- power faults ($(date -u +%FT%TZ))"
     --ensemble portable=results/golden_portable/ensemble \
     --ensemble ranks2=results/golden_ranks2/ensemble \
     --ensemble native=results/golden_native/ensemble
+# Numerics whose ensemble does not pool with the fitting one (validation.yaml's stratify)
+# get bands of their own.
+strata=$("$python" -c "import yaml; found = yaml.safe_load(open('config/golden/v2/validation.yaml'))
+print(' '.join(f'--ensemble {n}=results/golden_{n}/ensemble' for n in found['stratify']))")
+[ -n "$strata" ] && "$python" -m tcrformer.chapters.ensemble.golden_v2 stratify $strata
 "$python" -m tcrformer.chapters.ensemble.golden_v2 power --runs results/paper/power
 echo "--- done ($(date -u +%FT%TZ)): config/golden/v2/"

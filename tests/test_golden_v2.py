@@ -103,8 +103,14 @@ def test_held_out_ensembles_pool_when_they_agree_and_are_stratified_when_shifted
     assert "| shifted | 112..127 |" in golden_v2.validation_markdown(found)
 
 
-def write_ensemble(folder, stats_, run, curves_seed=0, after_1000=0.0):
+def write_ensemble(folder, stats_, run, curves_seed=0, after_1000=0.0, mode="portable"):
+    import json
+
     folder.mkdir(parents=True)
+    for seed in stats_["seed"]:  # what each seed trained under (golden_v2.NUMERICS_FIELDS)
+        (folder / f"seed{seed}").mkdir()
+        numerics = {"mode": mode, "ranks": 1, "threads": 1}
+        (folder / f"seed{seed}" / "numerics.json").write_text(json.dumps(numerics))
     stats_.to_csv(folder / "statistics_v2.csv", index=False)
     wide = wide_curves(list(stats_["seed"]), curves_seed, after_1000)
     wide.to_csv(folder / "curves.csv", index=False)
@@ -152,6 +158,58 @@ def test_the_command_line_fits_validates_and_names_what_is_missing(tmp_path, mon
     assert "no curves.csv, statistics_v2.csv, golden_bands.yaml" in capsys.readouterr().err
     assert golden_v2.main(["validate", "--ensemble", str(held), "--folder", str(out)]) == 1
     assert "expected name=folder" in capsys.readouterr().err
+
+
+def test_numerics_that_do_not_pool_get_bands_of_their_own(tmp_path, monkeypatch, capsys):
+    """A held-out ensemble whose numerics shift the training (3 sds) is stratified: bands
+    fitted on it by the same method, matched by the numerics field that differs, checked by
+    leave-one-out; a run under those numerics is judged by them, any other by the pooled
+    bands; an ensemble that pools is refused."""
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "v2"
+    fit = write_ensemble(tmp_path / "fit", ensemble(range(64, 96)), "golden_fit")
+    same = write_ensemble(tmp_path / "same", ensemble(range(96, 112), seed=1), "golden_same", 1)
+    native = write_ensemble(tmp_path / "native", ensemble(range(128, 144), shift=-6.0, seed=2),
+                            "golden_native", 2, mode="native")  # fmt: skip
+    assert golden_v2.main(["fit", "--ensemble", str(fit), "--folder", str(out)]) == 0
+    args = ["validate", "--ensemble", f"same={same}", "--ensemble", f"native={native}"]
+    assert golden_v2.main([*args, "--folder", str(out)]) == 0
+    assert yaml.safe_load((out / "validation.yaml").read_text())["stratify"] == ["native"]
+    refused = ["stratify", "--ensemble", f"same={same}", "--folder", str(out)]
+    assert golden_v2.main(refused) == 1
+    assert "pools with the fitting ensemble" in capsys.readouterr().err
+    args = ["stratify", "--ensemble", f"native={native}", "--folder", str(out)]
+    assert golden_v2.main(args) == 0
+    record = yaml.safe_load((out / "bands.yaml").read_text())
+    stratum = record["strata"]["native"]
+    assert stratum["match"] == {"mode": "native"} and stratum["n"] == 16
+    assert stratum["bands"]["loss_window"]["bound"] < record["bands"]["loss_window"]["bound"]
+    checked = yaml.safe_load((out / "validation.yaml").read_text())["strata"]["native"]
+    assert checked["leave_one_out"]["draws"] == 16 and checked["leave_one_out"]["fails"] <= 2
+    # Judged: a native run by its stratum (its lower window FAILs what the pooled bands
+    # pass), a portable or unrecorded one by the pooled bands.
+    assert golden_v2.stratum_of(record, {"mode": "native", "ranks": 2}) == "native"
+    assert golden_v2.stratum_of(record, {"mode": "portable", "ranks": 1}) is None
+    assert golden_v2.stratum_of(record, None) is None
+    config = {"reversal": {"cdr3": "CASSIRSSYEQYF"}}
+    values = {"reversal.cdr3_output": "FYQEYSSRISSAC", "reversal.heldout_exact": 975,
+              "reversal.cross_attention_antidiagonal_mean": 0.95}  # fmt: skip
+    curve = wide_curves([0], seed=7)
+    raised = pd.DataFrame({"step": curve["step"], "loss": curve["seed0"]})
+    window = curves.window_mean(raised["loss"].to_numpy(), curves.WINDOW)
+    middle = (
+        stratum["bands"]["loss_window"]["bound"] + record["bands"]["loss_window"]["bound"]
+    ) / 2
+    raised["loss"] += middle - window  # between the two bounds
+    by = {mode: {r.key: r for r in golden_v2.judged_by_v2([], record, raised, values, config,
+                                                         {}, {"mode": mode, "ranks": 1})}
+          for mode in ("native", "portable")}  # fmt: skip
+    assert by["native"]["reversal.v2.loss_window"].status == "FAIL"
+    assert by["native"]["reversal.v2.loss_window"].tolerance.endswith("(stratum native)")
+    assert by["portable"]["reversal.v2.loss_window"].status == "PASS"
+    assert "native (mode native, 16 seeds)" in golden_v2.method_v2(record)["interval"]
 
 
 def test_power_counts_the_faulty_runs_the_bands_fail(tmp_path, monkeypatch, record):

@@ -26,7 +26,10 @@ def main(smk):
         with open(smk.input.bands_v2, encoding="utf-8") as file:
             record = yaml.safe_load(file)
         losses = pd.read_csv(smk.input.losses)
-        rows = golden_v2.judged_by_v2(rows, record, losses, values, smk.params.config, inputs)
+        trained = read_json(paths[0]) if paths else None  # the reversal training's numerics
+        rows = golden_v2.judged_by_v2(
+            rows, record, losses, values, smk.params.config, inputs, trained
+        )
         method = golden_v2.method_v2(record)
     write_json(
         smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics, method)

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import datetime
 import hashlib
+import json
 import math
 import shutil
 import sys
@@ -38,6 +39,7 @@ import yaml
 
 from tcrformer.chapters.ensemble import curves
 from tcrformer.core import golden
+from tcrformer.core.config import ConfigError
 from tcrformer.core.io import ResultFileError, write_text
 
 GOLDEN_FILE = Path("config/golden/seed_values.yaml")
@@ -116,17 +118,62 @@ def monitor_flags(record: Mapping[str, Any], wide: pd.DataFrame) -> dict[int, in
             for c, curve in zip(columns, _curves(wide), strict=True)}  # fmt: skip
 
 
-def read_bands(record: Mapping[str, Any]) -> dict[str, curves.ToleranceBand]:
-    """The ToleranceBands of a bands.yaml record; refused if the method's code has changed."""
+def read_bands(
+    record: Mapping[str, Any], stratum: str | None = None
+) -> dict[str, curves.ToleranceBand]:
+    """The ToleranceBands of a bands.yaml record (of one of its strata, if named); refused if
+    the method's code has changed."""
     if record["method"]["sha256"] != method_sha256():
         raise ResultFileError(
             f"{FOLDER / BANDS}: made by another version of {curves.__name__} "
             "(method.sha256 differs); fit the bands again"
         )
+    bands = record["strata"][stratum]["bands"] if stratum else record["bands"]
     return {
         key: curves.ToleranceBand(key, band["side"], band["bound"], band.get("floor"))
-        for key, band in record["bands"].items()
+        for key, band in bands.items()
     }
+
+
+# Strata -----------------------------------------------------------------------------------------
+# Numerics whose held-out ensemble does not pool with the fitting one get bands of their own,
+# fitted on that ensemble by the same method: a stratum, named by the ensemble and matched by
+# the numerics fields (NUMERICS_FIELDS) in which its training differed from the fitting one's.
+
+NUMERICS_FIELDS = ("mode", "ranks")
+
+
+def ensemble_numerics(folder: Path) -> dict[str, Any]:
+    """The NUMERICS_FIELDS its seeds trained under (seed<s>/numerics.json); all must agree."""
+    from tcrformer.core.io import read_json
+
+    found = {json.dumps({f: read_json(p)[f] for f in NUMERICS_FIELDS})
+             for p in sorted(folder.glob("seed*/numerics.json"))}  # fmt: skip
+    if len(found) != 1:
+        raise ResultFileError(f"{folder}: {len(found)} numerics among its seeds, expected one")
+    return json.loads(found.pop())
+
+
+def stratum_of(record: Mapping[str, Any], numerics: Mapping[str, Any] | None) -> str | None:
+    """The stratum a run's numerics fall in: the one whose every `match` field the run has,
+    the most specific if several; None (the pooled bands) if none or no record."""
+    if not numerics:
+        return None
+    matching = [(len(s["match"]), name) for name, s in record.get("strata", {}).items()
+                if all(numerics.get(f) == v for f, v in s["match"].items())]  # fmt: skip
+    return max(matching)[1] if matching else None
+
+
+def leave_one_out(statistics: pd.DataFrame, budget: float, floor: float, eval_n: int):
+    """Each seed judged by bands fitted on the others: (fails, draws, {seed: keys failed})."""
+    failed = {}
+    for i, row in statistics.reset_index(drop=True).iterrows():
+        others = statistics.drop(index=statistics.index[i])
+        bands = curves.fit(others, budget, floor, eval_n)
+        keys = judge_seeds(bands, statistics.iloc[[i]])["failed_keys"].iloc[0]
+        if keys:
+            failed[int(row["seed"])] = keys
+    return len(failed), len(statistics), failed
 
 
 def run_statistics(
@@ -169,11 +216,14 @@ def judged_by_v2(
     values: Mapping[str, Any],
     config: Mapping[str, Any],
     inputs: Mapping[str, Mapping],
+    numerics: Mapping[str, Any] | None = None,
 ) -> list[golden.Row]:
     """The golden check's rows with version 2 judging the chapter's training: one row per
-    v2 key (`reversal.v2.<key>`), and version 1's band rows of the chapter shown, not
-    judged (REPORT), so the family-wise budget is spent once."""
-    bands, eval_n = read_bands(record), record["method"]["eval_n"]
+    v2 key (`reversal.v2.<key>`), by the bands of the stratum the training's numerics fall in
+    (stratum_of), and version 1's band rows of the chapter shown, not judged (REPORT), so the
+    family-wise budget is spent once."""
+    stratum = stratum_of(record, numerics)
+    bands, eval_n = read_bands(record, stratum), record["method"]["eval_n"]
     differ = golden.inputs_differ(CHAPTER, inputs, config)
     found = run_statistics(losses, values, CHAPTER, config[CHAPTER]["cdr3"], eval_n)
     kept = []
@@ -194,8 +244,9 @@ def judged_by_v2(
         if differ:
             status, reason = golden.SKIPPED, differ
         shown = None if _nan(value) else round(float(value), 6)
+        text = tolerance_text(band) + (f" (stratum {stratum})" if stratum else "")
         kept.append(golden.Row(f"{CHAPTER}.v2.{key}", CHAPTER, None, shown,
-                               tolerance_text(band), status, reason))  # fmt: skip
+                               text, status, reason))  # fmt: skip
     return kept
 
 
@@ -214,6 +265,11 @@ def method_v2(record: Mapping[str, Any]) -> dict[str, Any]:
         f"seeds on window means of the loss curve (steps {a}..{b} raw, {c}..{d} log "
         "excess), held-out misses as a beta-binomial count, the anti-diagonal on logit"
     )
+    strata = record.get("strata", {})
+    if strata:
+        named = ", ".join(f"{name} ({', '.join(f'{f} {v}' for f, v in s['match'].items())}, "
+                          f"{s['n']} seeds)" for name, s in strata.items())  # fmt: skip
+        interval += f"; numerics that did not pool have bands of their own: {named}"
     return {"budget": method["budget"], "per_key": method["alpha_per_key"],
             "keys": len(record["bands"]), "version": 2, "interval": interval}  # fmt: skip
 
@@ -428,6 +484,7 @@ def fit_command(ensemble: Path, folder: Path, config: Mapping[str, Any]) -> Path
         "command": f"python -m {MODULE} fit --ensemble {ensemble}",
         "commit": state["commit"], "dirty": state["dirty"],
         "date": datetime.date.today().isoformat()}}  # fmt: skip
+    provenance["numerics_fields"] = ensemble_numerics(ensemble)
     record = bands_record(statistics, budget, floor, eval_n, provenance)
     record["monitor"] = {
         "recipe": recipe_key(recipe),
@@ -461,16 +518,59 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path) -> Path:
     return folder / "validation.yaml"
 
 
+def stratify_command(ensembles: Mapping[str, Path], folder: Path) -> Path:
+    """Bands of their own for each held-out ensemble validation.yaml says does not pool,
+    fitted by the same method at the same budget, added to bands.yaml under `strata`, with
+    each stratum's leave-one-out FAILs in validation.yaml (its seeds have no fresh ones)."""
+    record = yaml.safe_load((folder / BANDS).read_text(encoding="utf-8"))
+    read_bands(record)  # the method's sha256
+    found = yaml.safe_load((folder / "validation.yaml").read_text(encoding="utf-8"))
+    method, fitting = record["method"], ensemble_numerics_of_record(record)
+    strata, checked = {}, {}
+    for name, path in ensembles.items():
+        if name not in found["stratify"]:
+            raise ConfigError(
+                "--ensemble",
+                name,
+                f"pools with the fitting ensemble ({folder / 'validation.yaml'})",
+            )
+        statistics, provenance = _read_ensemble(path)
+        numerics = ensemble_numerics(path)
+        match = {f: v for f, v in numerics.items() if fitting.get(f) != v}
+        if not match:
+            raise ResultFileError(f"{path}: trained under the fitting ensemble's numerics")
+        fitted = bands_record(statistics, method["budget"], method["floor"], method["eval_n"],
+                              provenance)  # fmt: skip
+        strata[name] = {"match": match, "n": fitted["method"]["n"],
+                        "seeds": fitted["method"]["seeds"], "provenance": provenance,
+                        "bands": fitted["bands"]}  # fmt: skip
+        fails, draws, failed = leave_one_out(statistics, method["budget"], method["floor"],
+                                             method["eval_n"])  # fmt: skip
+        checked[name] = {"leave_one_out": {"fails": fails, "draws": draws, "failed": failed,
+                         "rate_interval_95": [round(x, 4) for x in
+                                              curves.failure_interval(fails, draws)]}}  # fmt: skip
+    record["strata"] = strata
+    found["strata"] = checked
+    write_text(folder / BANDS, yaml.safe_dump(record, sort_keys=False, allow_unicode=True))
+    write_text(folder / "validation.yaml", yaml.safe_dump(found, sort_keys=False))
+    return folder / BANDS
+
+
+def ensemble_numerics_of_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fitting ensemble's NUMERICS_FIELDS, as fit recorded them."""
+    return dict(record["provenance"]["numerics_fields"])
+
+
 def main(argv: list[str] | None = None) -> int:
-    from tcrformer.core.config import ConfigError, apply_receptor
+    from tcrformer.core.config import apply_receptor
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["fit", "validate", "power"])
+    parser.add_argument("command", choices=["fit", "validate", "stratify", "power"])
     parser.add_argument(
         "--ensemble",
         action="append",
         default=[],
-        help="fit: an ensemble folder; validate: name=folder, repeated",
+        help="fit: an ensemble folder; validate, stratify: name=folder, repeated",
     )
     parser.add_argument("--runs", type=Path, default=Path("results/paper/power"),
                         help="power: the power target's folder")  # fmt: skip
@@ -489,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
             if any("=" not in e for e in args.ensemble):
                 raise ConfigError("--ensemble", args.ensemble, "expected name=folder")
             named = dict(e.split("=", 1) for e in args.ensemble)
-            written = validate_command({n: Path(p) for n, p in named.items()}, args.folder)
+            command = validate_command if args.command == "validate" else stratify_command
+            written = command({n: Path(p) for n, p in named.items()}, args.folder)
     except (ResultFileError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
