@@ -5,6 +5,7 @@
         --ensemble portable=results/golden_portable/ensemble \\
         --ensemble ranks2=results/golden_ranks2/ensemble \\
         --ensemble native=results/golden_native/ensemble
+    python -m tcrformer.chapters.ensemble.golden_v2 stratify --ensemble native=...  # if told
     python -m tcrformer.chapters.ensemble.golden_v2 power --runs results/paper/power
 
 The method is curves.py, committed before any of these seeds ran; this module only runs it
@@ -14,6 +15,7 @@ ensemble's provenance). `validate` copies each held-out ensemble's statistics be
 and writes validation.yaml and validation.md: per ensemble, the seeds that FAIL with an
 exact interval of the rate, the PIT calibration of every key, and whether its numerics pool
 with the fitting ensemble's (curves.compare_ensembles) or the bands must be stratified.
+`stratify` fits those ensembles' own bands (bands.yaml `strata`, matched by numerics).
 `power` judges the runs of the power target (bench/golden_power.py: the paper recipe with a
 fault in its code) by these bands and writes power.{csv,md,yaml}: how often each fault FAILs,
 and power_curves.csv: every faulty run's loss curve, so the record can be recomputed.
