@@ -166,7 +166,7 @@ def stratum_of(record: Mapping[str, Any], numerics: Mapping[str, Any] | None) ->
     return max(matching)[1] if matching else None
 
 
-def leave_one_out(statistics: pd.DataFrame, budget: float, floor: float, eval_n: int):
+def stratum_leave_one_out(statistics: pd.DataFrame, budget: float, floor: float, eval_n: int):
     """Each seed judged by bands fitted on the others: (fails, draws, {seed: keys failed})."""
     failed = {}
     for i, row in statistics.reset_index(drop=True).iterrows():
@@ -546,7 +546,7 @@ def stratify_command(ensembles: Mapping[str, Path], folder: Path) -> Path:
         strata[name] = {"match": match, "n": fitted["method"]["n"],
                         "seeds": fitted["method"]["seeds"], "provenance": provenance,
                         "bands": fitted["bands"]}  # fmt: skip
-        fails, draws, failed = leave_one_out(statistics, method["budget"], method["floor"],
+        fails, draws, failed = stratum_leave_one_out(statistics, method["budget"], method["floor"],
                                              method["eval_n"])  # fmt: skip
         checked[name] = {"leave_one_out": {"fails": fails, "draws": draws, "failed": failed,
                          "rate_interval_95": [round(x, 4) for x in
