@@ -546,8 +546,9 @@ def stratify_command(ensembles: Mapping[str, Path], folder: Path) -> Path:
         strata[name] = {"match": match, "n": fitted["method"]["n"],
                         "seeds": fitted["method"]["seeds"], "provenance": provenance,
                         "bands": fitted["bands"]}  # fmt: skip
-        fails, draws, failed = stratum_leave_one_out(statistics, method["budget"], method["floor"],
-                                             method["eval_n"])  # fmt: skip
+        fails, draws, failed = stratum_leave_one_out(
+            statistics, method["budget"], method["floor"], method["eval_n"]
+        )
         checked[name] = {"leave_one_out": {"fails": fails, "draws": draws, "failed": failed,
                          "rate_interval_95": [round(x, 4) for x in
                                               curves.failure_interval(fails, draws)]}}  # fmt: skip
