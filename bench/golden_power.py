@@ -12,88 +12,100 @@ golden file and bands, and counts how often each fault FAILs.
 """
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
+# Golden check v3's power faults (issue 44), written down and committed before any run of
+# them, and before the v3 method was chosen; none of the method's windows, keys or levels was
+# tuned on them. Each is a slip a contributor could make in the model, the data or the
+# recipe. (Versions 1 and 2 were shaped on other faults; their records are in the archive.)
 FAULTS = {
-    "smoothing_dropped": "the loss drops its label smoothing (the recipe still says 0.1)",
-    "lr_doubled": "the learning-rate schedule returns twice the Noam rate",
-    "cross_residual_dropped": "the decoder's cross-attention sub-layer loses its residual add",
-    "dropout_at_eval": "evaluation leaves the model in training mode, dropout on",
-    # Added for golden check v2 (issue 35), written down before any run of them:
-    "scores_unscaled": "attention scores lose their 1/sqrt(d_k), in training and evaluation",
-    "source_padding_seen": "the padding mask is all true: attention reads the source's padding",
+    "warmup_doubled": "the Noam schedule warms up over twice the recipe's warmup steps",
+    "dropout_off": "the model is built without dropout (the recipe still says 0.1)",
+    "positions_sin_cos_swapped": "the positional table has cosines in its even columns, sines "
+    "in its odd ones",
+    "padding_scored": "the loss also scores the padding positions of the target (the rows "
+    "after <eos>), as a loss that forgot its ignore_index would",
+    "targets_shifted_twice": "the decoder's targets are shifted by one position too many: it "
+    "learns y[t + 2] from y[..t]",
+    "causal_mask_leaks": "the causal mask lets each target position see one position ahead",
 }
-SEEDS = (0, 1, 2, 3)  # each fault is trained for these seeds of the paper recipe
+SEEDS = tuple(range(300, 308))  # fresh seeds of the paper recipe, used by no earlier check
 CONTROL = "none"  # run_one without a fault: the library as it is
 
 
 @contextlib.contextmanager
 def training_fault(fault: str) -> Iterator[None]:
-    """The library with `fault` in its training code, within the block."""
+    """The library with `fault` in its training code (and, where the fault is in the model,
+    in its evaluation too), within the block."""
+    import torch
+
     from tcrformer.models import decoding, fast, transformer
     from tcrformer.training import schedule
 
-    if fault == "smoothing_dropped":
-        original = fast.EncoderDecoder.packed_loss
-
-        def packed_loss(self, src, tgt, label_smoothing, pad):
-            return original(self, src, tgt, 0.0, pad)
-
-        with mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss):
-            yield
-    elif fault == "lr_doubled":
+    patches = []
+    if fault == "warmup_doubled":
         rate = schedule.NoamSchedule.__call__
-        with mock.patch.object(schedule.NoamSchedule, "__call__", lambda s, i: 2 * rate(s, i)):
-            yield
-    elif fault == "cross_residual_dropped":
 
-        def forward(self, x, memory, causal, cross):
-            sub = (self.dropout, self.norm_first)
-            x = self.norm1.add(x, lambda y: self.self_attn(y, None, causal), *sub)
-            x = self.norm2(self.dropout(self.cross_attn(x, memory, cross), self.training))
-            return self.norm3.add(x, self.ffn, *sub)
+        def doubled(self, index):
+            return rate(dataclasses.replace(self, warmup=2 * self.warmup), index)
 
-        with mock.patch.object(fast.DecoderLayer, "forward", forward):
-            yield
-    elif fault == "scores_unscaled":
-        built = fast.Attention.__init__
+        patches = [mock.patch.object(schedule.NoamSchedule, "__call__", doubled)]
+    elif fault == "dropout_off":
+        built = fast.EncoderDecoder.__init__
 
         def init(self, *args, **kwargs):
             built(self, *args, **kwargs)
-            self.scale = 1.0
+            self.dropout.p = 0.0  # the one Dropout every site shares
 
-        with mock.patch.object(fast.Attention, "__init__", init):
-            yield
-    elif fault == "source_padding_seen":
-        import torch
+        patches = [mock.patch.object(fast.EncoderDecoder, "__init__", init)]
+    elif fault == "positions_sin_cos_swapped":
+        table = transformer.positional_table
 
-        seen = transformer.padding_mask
+        def swapped(num_positions, d_model, dtype=torch.float32):
+            pe = table(num_positions, d_model, dtype)
+            return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).flatten(1)
 
-        def padding_mask(tokens, pad_idx=0):
-            return torch.ones_like(seen(tokens, pad_idx))
+        patches = [mock.patch.object(fast, "positional_table", swapped)]
+    elif fault == "padding_scored":
 
-        with (
-            mock.patch.object(transformer, "padding_mask", padding_mask),
-            mock.patch.object(decoding, "padding_mask", padding_mask),
-        ):
-            yield
-    else:
-        yield
+        def packed_loss(self, src, tgt, label_smoothing, pad):  # fast's, two lines changed
+            tgt_in, tgt_out = fast.decoder_io(tgt)
+            src_mask, tgt_mask = fast.make_masks(src, tgt_in, pad)
+            src_rows = fast.Packed(src != pad)
+            tgt_rows = fast.Packed(torch.ones_like(tgt_out, dtype=torch.bool))  # the slip
+            h, (B, Lt) = self.num_heads, tgt_in.shape
+            source = fast.Scope(fast.score_bias(src_mask, h, *src.shape), src_rows, src_rows)
+            causal = fast.Scope(fast.score_bias(tgt_mask, h, B, Lt), tgt_rows, tgt_rows)
+            cross = fast.Scope(fast.score_bias(src_mask, h, B, Lt), tgt_rows, src_rows)
+            x = self._embed(self.src_embed, src_rows.pack(src), self.pe[src_rows.position])
+            memory = self.encoder(x, source)
+            y = self._embed(self.tgt_embed, tgt_rows.pack(tgt_in), self.pe[tgt_rows.position])
+            logits = self.generator(self.decoder(y, memory, causal, cross))
+            return fast.token_loss(logits, tgt_rows.pack(tgt_out), label_smoothing, -100)
 
+        patches = [mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss)]
+    elif fault == "targets_shifted_twice":
 
-@contextlib.contextmanager
-def evaluation_fault(fault: str, seed: int) -> Iterator[None]:
-    """The library with `fault` in its evaluation code, within the block."""
-    if fault != "dropout_at_eval":
-        yield
-        return
-    import torch
-    from torch import nn
+        def decoder_io(tgt):
+            return tgt[:, :-2], tgt[:, 2:]
 
-    torch.manual_seed(seed)  # the dropout draws of a model left in training mode
-    with mock.patch.object(nn.Module, "eval", lambda self: self.train(True)):
+        patches = [mock.patch.object(fast, "decoder_io", decoder_io)]
+    elif fault == "causal_mask_leaks":
+
+        def causal_mask(size, device=None):
+            ones = torch.ones(size, size, dtype=torch.bool, device=device)
+            return torch.tril(ones, diagonal=1).unsqueeze(0)
+
+        patches = [
+            mock.patch.object(transformer, "causal_mask", causal_mask),
+            mock.patch.object(decoding, "causal_mask", causal_mask),
+        ]
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
         yield
 
 
@@ -111,8 +123,7 @@ def run_one(fault: str, recipe, outputs, numerics: dict) -> dict:
     checkpoints = Path(outputs["model"]).parent / "checkpoints"
     with training_fault(fault):
         write_named(outputs, train_reversal(recipe, checkpoints, numerics))
-        with evaluation_fault(fault, recipe.seed):
-            results = evaluate_reversal(recipe, str(outputs["model"]), str(outputs["losses"]))
+        results = evaluate_reversal(recipe, str(outputs["model"]), str(outputs["losses"]))
     return results["values"]
 
 
