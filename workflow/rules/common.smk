@@ -19,20 +19,26 @@ from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.figures import FOLDER as FIGURE_FOLDER
 from tcrformer.figures import figure_paths
 from tcrformer.core.config import ConfigError, sections
-from tcrformer.core.golden import bands_v2_file
+from tcrformer.core.golden import GoldenFileError, load_golden
 from tcrformer.validation import validate as validate_config
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 
 
 def _validate_config(config):
-    """Validate before any rule runs; a bad value is one line naming the key, exit 1.
+    """Validate before any rule runs; a bad value is one line naming the key, exit 1, and so
+    is a golden or bands file that is missing, malformed or of another method version.
     Returns every chapter's typed settings."""
     try:
-        return validate_config(config, SCHEMA)
+        found = validate_config(config, SCHEMA)
+        load_golden(config["golden"]["file"])
     except ConfigError as err:
         sys.stderr.write(f"{err}\n")
         sys.exit(1)
+    except GoldenFileError as err:
+        sys.stderr.write(f"golden file error: {err}\n")
+        sys.exit(1)
+    return found
 
 
 SETTINGS = _validate_config(config)
@@ -154,19 +160,6 @@ def report_only_files(chapter=None):
 def training_numerics(chapters):
     """The numerics record of the training whose values a golden check reads."""
     return [result("reversal", "numerics.json")] if "reversal" in chapters else []
-
-
-# Golden check v2 (config/golden/README.md): once its bands exist beside the golden file
-# (bands_v2:), they judge the reversal training's loss curve; until then version 1 alone.
-_BANDS_V2 = bands_v2_file(config["golden"]["file"])
-BANDS_V2 = str(_BANDS_V2) if _BANDS_V2 and _BANDS_V2.is_file() else None
-
-
-def golden_v2_inputs(chapters):
-    """The v2 bands and the reversal training's curve, for a golden check v2 judges."""
-    if BANDS_V2 is None or "reversal" not in chapters:
-        return {}
-    return {"bands_v2": BANDS_V2, "losses": result("reversal", "losses.csv")}
 
 
 def numerics_records():

@@ -7,7 +7,9 @@
 #
 #   results/<run>/ensemble/seed<s>/     one seed's weights, losses and values.json
 #   results/<run>/ensemble/             seeds.csv, ensemble.{csv,md}, loss_bands.csv,
-#                                       golden_bands.yaml, figure_data.json
+#                                       curves.csv, statistics.csv, figure_data.json
+#
+# Golden check v3's bands are fitted from such ensembles offline (tools/golden.py).
 
 
 include: "ensemble_common.smk"
@@ -67,12 +69,11 @@ rule ensemble_summary:
     input:
         values=expand(rules.evaluate_ensemble.output.values, seed=ENSEMBLE.seeds),
         losses=expand(rules.train_ensemble.output.losses, seed=ENSEMBLE.seeds),
-        numerics=expand(rules.train_ensemble.output.numerics, seed=ENSEMBLE.seeds[0])[0],
         golden=config["golden"]["file"],
     output:
         seeds=result("ensemble", "seeds.csv"),
         curves=result("ensemble", "curves.csv"),
-        statistics_v2=result("ensemble", "statistics_v2.csv"),
+        statistics=result("ensemble", "statistics.csv"),
         table=report(
             result("ensemble", "ensemble.csv"),
             caption="../report/ensemble_table.rst",
@@ -80,7 +81,6 @@ rule ensemble_summary:
         ),
         md=result("ensemble", "ensemble.md"),
         loss_bands=result("ensemble", "loss_bands.csv"),
-        bands=result("ensemble", "golden_bands.yaml"),
         figure_data=result("ensemble", "figure_data.json"),
     log:
         log_for("ensemble_summary"),
@@ -92,22 +92,21 @@ rule ensemble_summary:
         recipe=ENSEMBLE.recipe,
         cdr3=config["reversal"]["cdr3"],
         eval_n=config["reversal"]["eval_n"],
-        run=RUN,
-        command=f"snakemake --cores 2 ensemble --config run={RUN}",
     script:
         "../scripts/ensemble_summary.py"
 
 
 rule ensemble:
-    """Target: the seed ensemble, its summary table, its figure and its golden bands."""
+    """Target: the seed ensemble, its summary table, its figure, its curves and statistics."""
     input:
         rules.ensemble_summary.output,
         chapter_figures("ensemble"),
 
 
 # The golden check's power (target `power`, not part of `all`): the paper recipe trained with
-# a fault in its code (bench/golden_power.py; never a config option) for POWER.SEEDS, each run
-# judged by the committed golden file and bands, as a user's run is.
+# a fault in its code (bench/golden_power.py; never a config option) for POWER.SEEDS; each
+# run's values.json holds what the golden check judges, and tools/golden.py counts how often
+# the committed bands FAIL each fault.
 
 
 rule golden_power:
@@ -134,31 +133,7 @@ rule golden_power:
         "../../bench/golden_power.py"
 
 
-rule golden_power_summary:
-    input:
-        values=expand(
-            rules.golden_power.output.values, fault=POWER.FAULTS, seed=POWER.SEEDS
-        ),
-        numerics=expand(
-            rules.golden_power.output.numerics, fault=POWER.FAULTS, seed=POWER.SEEDS
-        ),
-        golden=config["golden"]["file"],
-    output:
-        csv=result("power", "power.csv"),
-        md=result("power", "power.md"),
-        yaml=result("power", "power.yaml"),
-    log:
-        log_for("golden_power_summary"),
-    localrule: True
-    conda:
-        "../../envs/numeric.yaml"
-    params:
-        command=f"snakemake --cores 2 power --config run={RUN}",
-    script:
-        "../../bench/golden_power_summary.py"
-
-
 rule power:
-    """Target: how often the golden check FAILs a run with a fault in its training code."""
+    """Target: every fault of bench/golden_power.py trained for each of its seeds."""
     input:
-        rules.golden_power_summary.output,
+        expand(rules.golden_power.output.values, fault=POWER.FAULTS, seed=POWER.SEEDS),

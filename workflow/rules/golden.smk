@@ -10,7 +10,6 @@ wildcard_constraints:
 
 rule golden_check_chapter:
     input:
-        unpack(lambda wc: golden_v2_inputs([wc.chapter])),
         values=result("{chapter}", "values.json"),
         golden=config["golden"]["file"],
         numerics=lambda wc: training_numerics([wc.chapter]),
@@ -61,7 +60,6 @@ rule merge_values:
 
 rule golden_check:
     input:
-        unpack(lambda wc: golden_v2_inputs(VALUE_CHAPTERS)),
         values=rules.merge_values.output[0],
         golden=config["golden"]["file"],
         numerics=training_numerics(VALUE_CHAPTERS),

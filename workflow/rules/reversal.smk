@@ -36,8 +36,6 @@ rule train_reversal:
         recipe=lambda wc: REVERSAL[wc.recipe].training_params(),
         numerics=NUMERICS,
         code=TRAINING_CODE,
-        # Read by the curve monitor only, which writes to the log and never to an output.
-        monitor=MONITOR_REFERENCE,
     script:
         "../scripts/train_reversal.py"
 

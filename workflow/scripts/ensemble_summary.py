@@ -5,7 +5,6 @@ import pandas as pd
 from tcrformer.chapters.ensemble.compute import ensemble_summary
 from tcrformer.core import golden
 from tcrformer.core.io import read_json, write_named
-from tcrformer.core.manifest import config_digest, git_state
 from tcrformer.core.runner import run
 
 
@@ -14,22 +13,13 @@ def main(smk):
     per_seed = {seed: read_json(path) for seed, path in zip(seeds, paths, strict=True)}
     losses = pd.concat([pd.read_csv(path) for path in smk.input.losses], ignore_index=True)
     entries, inputs = golden.load_golden(smk.input.golden)
-    provenance = {
-        "run": smk.params.run,
-        "command": smk.params.command,
-        "config_sha256": config_digest(smk.config),
-        "summarised_at_commit": git_state()["commit"],
-    }
     results = ensemble_summary(
         smk.params.recipe,
         per_seed,
         losses,
         golden.published(entries, inputs, smk.config, "reversal"),
-        read_json(smk.input.numerics),
-        provenance,
         cdr3=smk.params.cdr3,
         eval_n=smk.params.eval_n,
-        budget=golden.read_method(smk.input.golden)["budget"],
     )
     write_named(smk.output, results)
 

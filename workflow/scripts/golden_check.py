@@ -17,20 +17,6 @@ def main(smk):
     numerics = {f"training ({path})": read_json(path) for path in paths}
     numerics["golden check"] = torch_numerics(smk)
     method = golden.read_method(smk.input.golden)
-    if smk.input.get("bands_v2"):  # golden check v2 judges the reversal training's curve
-        import pandas as pd
-        import yaml
-
-        from tcrformer.chapters.ensemble import golden_v2
-
-        with open(smk.input.bands_v2, encoding="utf-8") as file:
-            record = yaml.safe_load(file)
-        losses = pd.read_csv(smk.input.losses)
-        trained = read_json(paths[0]) if paths else None  # the reversal training's numerics
-        rows = golden_v2.judged_by_v2(
-            rows, record, losses, values, smk.params.config, inputs, trained
-        )
-        method = golden_v2.method_v2(record)
     write_json(
         smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics, method)
     )

@@ -28,11 +28,7 @@ def main(smk):
             "%s: seed %d, %d steps, impl %s, %d rank(s), checkpoints in %s",
             recipe.name, recipe.seed, recipe.steps, recipe.impl, ranks, checkpoints,
         )  # fmt: skip
-        from tcrformer.chapters.ensemble.monitor import attach
-
-        monitor, why = attach(smk.params.monitor, recipe)
-        log.info(why)
-        results = train_reversal(recipe, checkpoints, numerics, ranks, workers, monitor)
+        results = train_reversal(recipe, checkpoints, numerics, ranks, workers)
     finally:
         if workers is not None:
             workers.close(timeout=0)  # any rank still running once rank 0 is done or failed

@@ -9,13 +9,13 @@ key, the seed's value, a tolerance and the chapter that produces it. Tolerance k
     {max: x}         ours <= x
     exact-first-1    lists whose first element is equal (the rest is shown only)
     report-only      shown, never PASS or FAIL
-    ensemble         a trained (stochastic) value: inside the band a measured seed ensemble
-                     gives it, read from the bands file the golden file names (`bands:`),
-                     which also places the seed's value in it. The bands are prediction
-                     intervals for a fresh draw, made for the golden file's `error_budget`
-                     (chapters/ensemble/bands.py). A right-or-wrong key (the decoded CDR3)
-                     fails only where its measured rate allows; a key with `given` is judged
-                     only when that key passes.
+    ensemble         a statistic of the training (training.judged): inside its band, read
+                     from the bands file the golden file names (`bands:`). The bands are
+                     prediction bounds for a fresh correct run, made for the golden file's
+                     `error_budget` (golden check v3, config/golden/README.md)
+    percentile       a printed trained value, one draw of a distribution: shown (REPORT)
+                     with its percentile among the bands file's fitting seeds, and the
+                     seed's own value placed there too
 
 A golden key with no regenerated value is a FAIL, unless the chapter says why it could not
 be produced (`<prefix>.unavailable` = reason: SKIPPED) or the run's inputs differ from the
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ from tcrformer.core.text import flatten, is_number, short
 PASS, FAIL, SKIPPED, REPORT = "PASS", "FAIL", "SKIPPED", "REPORT"
 SIMPLE_KINDS = ("exact", "exact-first-1", "report-only")
 BOUND_KINDS = ("abs", "min", "max")
-ENSEMBLE = "ensemble"
+ENSEMBLE, PERCENTILE = "ensemble", "percentile"
+METHOD_VERSION = 3  # golden check v3; a bands file must say `version: 3`
 
 
 class GoldenFileError(ResultFileError):
@@ -48,22 +49,41 @@ class GoldenFileError(ResultFileError):
 
 @dataclass(frozen=True)
 class Band:
-    """One key's band from a seed ensemble, and where the seed's own value falls in it.
-
-    A numeric key: [low, high]. A right-or-wrong key (`outcome`): `wrong` of `n` seeds were
-    wrong, and a wrong value FAILs only when `judged`. `given`: another key that must PASS
-    before this one is judged (the anti-diagonal is measured on the CDR3's decoding).
-    """
+    """A trained statistic's band: a correct run lies in [low, high] (a side may be open)."""
 
     low: float | None
     high: float | None
+    n: int  # fitting seeds
+
+    def __str__(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:.6g}"
+        high = "inf" if self.high is None else f"{self.high:.6g}"
+        return f"ensemble [{low}, {high}] (n={self.n})"
+
+    def holds(self, x: float) -> bool:
+        return (self.low is None or x >= self.low) and (self.high is None or x <= self.high)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A printed trained value's distribution over the fitting seeds: its sorted values, or,
+    for a right-or-wrong value (the decoded CDR3), how many seeds got it right."""
+
     n: int
-    placement: str = ""  # "at percentile 40 of 32 seeds", "below all 32 seeds"
-    false_alarm: float | None = None  # how often a correct draw falls outside
-    given: str | None = None
-    outcome: bool = False
-    wrong: int = 0
-    judged: bool = True
+    values: tuple[float, ...] = ()
+    right: int | None = None
+
+    def place(self, x: Any, published: Any) -> str:
+        if self.right is not None:
+            got = "right" if _equal(x, published) else "wrong"
+            return f"{got}; right in {self.right} of {self.n} fitting seeds"
+        return f"at percentile {self.percentile(x):.0f} of {self.n} fitting seeds"
+
+    def percentile(self, x: float) -> float:
+        """Mid-rank percentile: the share of seeds below x, plus half of those equal."""
+        below = sum(v < x for v in self.values)
+        equal = sum(v == x for v in self.values)
+        return 100 * (below + equal / 2) / self.n
 
 
 @dataclass(frozen=True)
@@ -71,17 +91,14 @@ class Tolerance:
     kind: str
     bound: float | None = None
     band: Band | None = None  # ensemble
+    reference: Reference | None = None  # percentile
 
     def __str__(self) -> str:
-        band = self.band
-        if band is None:
-            return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
-        if band.outcome:
-            return f"ensemble: right ({band.wrong} of {band.n} seeds wrong)"
-        if not band.judged:
-            return f"ensemble (n={band.n}: no band)"
-        rate = f", {band.false_alarm:.2g} false alarms" if band.false_alarm else ""
-        return f"ensemble [{band.low:.6g}, {band.high:.6g}] (n={band.n}{rate})"
+        if self.band is not None:
+            return str(self.band)
+        if self.reference is not None:
+            return f"percentile (n={self.reference.n})"
+        return self.kind if self.bound is None else f"{self.kind} {self.bound:g}"
 
 
 @dataclass(frozen=True)
@@ -107,30 +124,29 @@ class Row:
     placement: str = ""  # ensemble keys: where the seed's value falls among our seeds
 
 
-def parse_tolerance(raw: Any, where: str, band: Band | None = None) -> Tolerance:
-    if raw == ENSEMBLE:
-        if band is None:
-            raise GoldenFileError(f"{where}: tolerance ensemble, but the bands file has no band")
-        return Tolerance(ENSEMBLE, band=band)
+def parse_tolerance(
+    raw: Any, where: str, bands: Mapping[str, Any] | None = None, key: str = ""
+) -> Tolerance:
+    if raw in (ENSEMBLE, PERCENTILE):
+        found = (bands or {}).get(raw, {}).get(key)
+        if found is None:
+            raise GoldenFileError(f"{where}: tolerance {raw}, but the bands file has no {key}")
+        return Tolerance(raw, **{"band" if raw == ENSEMBLE else "reference": found})
     if isinstance(raw, str) and raw in SIMPLE_KINDS:
         return Tolerance(raw)
     if isinstance(raw, Mapping) and len(raw) == 1:
         ((kind, bound),) = raw.items()
         if kind in BOUND_KINDS and isinstance(bound, int | float) and not isinstance(bound, bool):
             return Tolerance(kind, float(bound))
-    kinds = ", ".join([*SIMPLE_KINDS, ENSEMBLE, *(f"{{{k}: x}}" for k in BOUND_KINDS)])
+    kinds = ", ".join([*SIMPLE_KINDS, ENSEMBLE, PERCENTILE, *(f"{{{k}: x}}" for k in BOUND_KINDS)])
     raise GoldenFileError(f"{where}: unknown tolerance {raw!r} (known kinds: {kinds})")
 
 
 def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str, Any]]]:
-    """Read the golden file. Returns (entries, published inputs per chapter)."""
+    """Read the golden file and the bands file it names. Returns (entries, published inputs
+    per chapter). Anything missing or malformed is a GoldenFileError naming the file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GoldenFileError(f"{path}: golden file not found") from None
-    except yaml.YAMLError as err:
-        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+    data = _read_yaml(path, path)
     if not isinstance(data, Mapping) or not isinstance(data.get("values"), list):
         raise GoldenFileError(f"{path}: expected a mapping with a 'values:' list")
     bands = load_bands(path, data.get("bands"), budget_of(path, data))
@@ -142,17 +158,18 @@ def load_golden(path: str | Path) -> tuple[list[GoldenEntry], dict[str, dict[str
         if raw["key"] in seen:
             raise GoldenFileError(f"{where}: duplicate key {raw['key']!r}")
         seen.add(raw["key"])
-        where = f"{path}: {raw['key']}"
-        band = bands.get(raw["key"])
+        tolerance = parse_tolerance(raw["tolerance"], f"{path}: {raw['key']}", bands, raw["key"])
         entries.append(
             GoldenEntry(
                 key=raw["key"],
                 value=raw["value"],
                 chapter=raw["chapter"],
-                tolerance=parse_tolerance(raw["tolerance"], where, band),
+                tolerance=tolerance,
                 source=raw.get("source", ""),
                 note=raw.get("note", ""),
-                placement=band.placement if band and raw["tolerance"] == ENSEMBLE else "",
+                placement=tolerance.reference.place(raw["value"], raw["value"])
+                if tolerance.reference and tolerance.reference.right is None
+                else "",
             )  # fmt: skip
         )
     inputs = data.get("inputs") or {}
@@ -181,71 +198,70 @@ def read_method(golden_path: str | Path) -> dict[str, Any]:
     return {"budget": budget_of(golden_path, data), **(bands_file.get("method") or {})}
 
 
-def bands_v2_file(golden_path: str | Path) -> Path | None:
-    """Where the golden file's `bands_v2:` puts golden check v2's bands (beside it), or None
-    when it names none. The file itself may not exist yet."""
-    golden_path = Path(golden_path)
-    data = _read_yaml(golden_path, golden_path)
-    name = data.get("bands_v2") if isinstance(data, Mapping) else None
-    return golden_path.parent / str(name) if name else None
-
-
 def _read_yaml(path: Path, named_by: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise GoldenFileError(f"{named_by}: {path} not found") from None
+        where = "golden file" if path == named_by else f"bands file named by {named_by}"
+        raise GoldenFileError(f"{path}: {where} not found") from None
     except yaml.YAMLError as err:
         raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
 
 
-def load_bands(golden_path: Path, name: Any, budget: float | None = None) -> dict[str, Band]:
-    """The bands file named by the golden file's `bands:` (a path beside it), or {}.
-
-    Its bands must have been made for the golden file's budget."""
+def load_bands(golden_path: Path, name: Any, budget: float | None) -> dict[str, dict]:
+    """{ENSEMBLE: {key: Band}, PERCENTILE: {key: Reference}} from the bands file the golden
+    file's `bands:` names (a path beside it), or {} when it names none. It must be of this
+    method's version and made for the golden file's budget."""
     if name is None:
         return {}
     path = golden_path.parent / str(name)
     data = _read_yaml(path, golden_path)
     if not isinstance(data, Mapping) or not isinstance(data.get("bands"), Mapping):
         raise GoldenFileError(f"{path}: expected a mapping with a 'bands:' mapping")
+    if data.get("version") != METHOD_VERSION:
+        raise GoldenFileError(
+            f"{path}: bands of method version {data.get('version')!r}, this code judges "
+            f"version {METHOD_VERSION}: fit them again (config/golden/README.md)"
+        )
     made_for = (data.get("method") or {}).get("budget")
     if budget is not None and made_for != budget:
         raise GoldenFileError(
             f"{path}: bands made for error_budget {made_for}, the golden file's is {budget}: "
-            "regenerate them (config/golden/README.md)"
+            "fit them again (config/golden/README.md)"
         )
-    return {key: parse_band(path, key, raw) for key, raw in data["bands"].items()}
+    return {
+        ENSEMBLE: {k: parse_band(path, k, raw) for k, raw in data["bands"].items()},
+        PERCENTILE: {k: parse_reference(path, k, raw)
+                     for k, raw in (data.get("reference") or {}).items()},
+    }  # fmt: skip
 
 
 def parse_band(path: Path | str, key: str, raw: Any) -> Band:
-    """One entry of a bands file (or of chapters.ensemble.bands.fit_bands) as a Band."""
-    placement = str((raw or {}).get("published_placement", ""))
+    """One entry of a bands file's `bands:` as a Band."""
     try:
-        if raw.get("outcome"):
-            return Band(
-                None, None, int(raw["n"]), placement, raw.get("false_alarm"),
-                outcome=True, wrong=int(raw["wrong"]), judged=bool(raw["judged"]),
-            )  # fmt: skip
-        if raw.get("judged") is False:  # too few seeds for a band: shown, not judged
-            return Band(None, None, int(raw["n"]), placement, judged=False)
-        low, high, n = float(raw["low"]), float(raw["high"]), int(raw["n"])
+        low, high = raw.get("low"), raw.get("high")
+        band = Band(None if low is None else float(low), None if high is None else float(high),
+                    int(raw["n"]))  # fmt: skip
     except (AttributeError, KeyError, TypeError, ValueError):
-        raise GoldenFileError(f"{path}: {key}: a band needs numbers low, high and n") from None
-    if not low <= high:
-        raise GoldenFileError(f"{path}: {key}: low {low:g} is above high {high:g}")
-    return Band(low, high, n, placement, raw.get("false_alarm"), given=raw.get("given"))
+        raise GoldenFileError(f"{path}: {key}: a band needs low and/or high, and n") from None
+    if band.low is None and band.high is None:
+        raise GoldenFileError(f"{path}: {key}: a band needs low, high or both")
+    if band.low is not None and band.high is not None and not band.low <= band.high:
+        raise GoldenFileError(f"{path}: {key}: low {band.low:g} is above high {band.high:g}")
+    return band
 
 
-def with_bands(entries: list[GoldenEntry], bands: Mapping[str, Band]) -> list[GoldenEntry]:
-    """The entries with their ensemble tolerances taken from `bands` (a band fitted in memory,
-    as the leave-one-out check does)."""
-    return [
-        replace(e, tolerance=Tolerance(ENSEMBLE, band=bands[e.key]))
-        if e.tolerance.kind == ENSEMBLE
-        else e
-        for e in entries
-    ]
+def parse_reference(path: Path | str, key: str, raw: Any) -> Reference:
+    """One entry of a bands file's `reference:` as a Reference."""
+    try:
+        if "right" in raw:
+            return Reference(int(raw["n"]), right=int(raw["right"]))
+        values = tuple(float(v) for v in raw["values"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise GoldenFileError(f"{path}: {key}: a reference needs n and values (or right)") from None
+    if len(values) != int(raw.get("n", -1)):
+        raise GoldenFileError(f"{path}: {key}: n = {raw.get('n')!r}, {len(values)} values")
+    return Reference(len(values), values)
 
 
 def _same_shape(a: Any, b: Any) -> bool:
@@ -271,10 +287,8 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         return REPORT, "shown, not checked"
     if kind == "exact":
         return (PASS, "") if _equal(value, seed) else (FAIL, "not equal")
-    if kind == ENSEMBLE and tolerance.band.outcome:
-        return _outcome(value, seed, tolerance.band)
-    if kind == ENSEMBLE and not tolerance.band.judged:
-        return REPORT, f"not judged: {tolerance.band.n} seeds are too few for a band"
+    if kind == PERCENTILE:
+        return REPORT, tolerance.reference.place(value, seed)
     if kind == "exact-first-1":
         ok = isinstance(value, list) and value and isinstance(seed, list) and seed
         if ok and _equal(value[0], seed[0]):
@@ -285,13 +299,10 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         return FAIL, "not a finite number"
     if kind == ENSEMBLE:
         band = tolerance.band
-        worst = min(values) if min(values) < band.low else max(values)
-        if band.low <= min(values) and max(values) <= band.high:
+        if all(band.holds(v) for v in values):
             return PASS, f"inside the band of {band.n} seeds"
-        return (
-            FAIL,
-            f"{worst:.6g} outside the band of {band.n} seeds [{band.low:.6g}, {band.high:.6g}]",
-        )
+        worst = next(v for v in values if not band.holds(v))
+        return FAIL, f"{worst:.6g} outside the band of {band.n} seeds"
     if kind == "abs":
         if not _same_shape(value, seed):
             return FAIL, "shape differs from the seed's"
@@ -306,19 +317,6 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         worst = max(values)
         return (PASS, "") if worst <= bound else (FAIL, f"{worst:.4g} > {bound:g}")
     raise GoldenFileError(f"unknown tolerance kind {kind!r}")
-
-
-def _outcome(value: Any, seed: Any, band: Band) -> tuple[str, str]:
-    """A right-or-wrong key: right PASSes; wrong FAILs only if the ensemble allows it."""
-    seen = f"wrong in {band.wrong} of {band.n} seeds of the ensemble"
-    if _equal(value, seed):
-        return PASS, f"right ({seen})"
-    if band.judged:
-        return FAIL, f"wrong ({seen})"
-    return REPORT, (
-        f"wrong, not judged: {seen}, a rate the budget cannot tell from a fault's, "
-        "so a wrong value is no FAIL"
-    )
 
 
 def _prefixes(key: str) -> list[str]:
@@ -365,22 +363,18 @@ def check(
     """
     inputs, config, report_only = inputs or {}, config or {}, report_only or {}
     selected = [e for e in entries if chapters is None or e.chapter in chapters]
-    by_key = {e.key: e for e in entries}
     rows = []
     for entry in selected:
         differ = inputs_differ(entry.chapter, inputs, config)
         if entry.tolerance.kind == "report-only" and entry.key in report_only:
             values = {**values, entry.key: report_only[entry.key]}
-        given = _given_fails(entry, by_key, values)
-        if entry.key in values and given:
-            status, reason = (SKIPPED, differ) if differ else (REPORT, given)
-        elif entry.key in values:
+        if entry.key in values:
             status, reason = compare(values[entry.key], entry.value, entry.tolerance)
-            if differ and status != REPORT:
+            if differ and (status != REPORT or entry.tolerance.kind == PERCENTILE):
                 status, reason = SKIPPED, differ
         else:
             unavailable = next(
-                (values[f"{p}.unavailable"] for p in _prefixes(entry.key)
+                (values[f"{p}.unavailable"] for p in [entry.key, *_prefixes(entry.key)]
                  if f"{p}.unavailable" in values), None,
             )  # fmt: skip
             if entry.tolerance.kind == "report-only":
@@ -408,25 +402,14 @@ def check(
     return rows, extras
 
 
-def _given_fails(entry: GoldenEntry, by_key: Mapping[str, GoldenEntry], values: Mapping) -> str:
-    """Why an entry whose band holds only when another key passes is not judged, or ''."""
-    band = entry.tolerance.band
-    if band is None or not band.given:
-        return ""
-    other = by_key.get(band.given)
-    if other is not None and band.given in values:
-        if compare(values[band.given], other.value, other.tolerance)[0] == PASS:
-            return ""
-    return f"not judged: its band holds when {band.given} is right, and it is not"
-
-
 def method_line(method: Mapping) -> str:
     """One paragraph: the false-alarm budget of the trained values and how it is kept."""
     return (
-        f"Trained values (`tolerance: ensemble`): a correct run of the seed's recipe FAILs one "
-        f"of them with probability at most {method['budget']:.3g} (family-wise, the golden "
-        f"file's error_budget), {method.get('per_key', 0):.3g} per key over "
-        f"{method.get('keys', '?')} keys. Bands: {method.get('interval', '?')}."
+        f"Trained values (`tolerance: ensemble`, golden check v{method.get('version', '?')}): "
+        f"a correct run of the seed's recipe FAILs one of them with probability at most "
+        f"{method['budget']:.3g} (family-wise, the golden file's error_budget; "
+        f"{method.get('per_test', 0):.3g} for each of {method.get('tests', '?')} one-sided "
+        f"tests). Bands: {method.get('bounds', '?')}."
     )
 
 
@@ -488,16 +471,16 @@ def report_markdown(
     if placed:
         lines += ["", "## The seed's own values in our seed ensemble", ""]
         lines += [
-            "A trained value is one draw from a distribution over seeds. Its band is the range",
-            "of a measured ensemble (the bands file's provenance says which); the seed's own",
-            "printed value is placed in that distribution. Outside our range, that is a",
-            "finding about the seed's run, not a FAIL of ours.",
+            "A trained value is one draw from a distribution over seeds. The seed's own printed",
+            "value is placed among the fitting seeds of the bands file (its provenance says",
+            "which); at an extreme percentile, that is a finding about the seed's run, not a",
+            "FAIL of ours.",
             "",
         ]
         for r in placed:
             finding = (
                 " (**a finding about the seed**)"
-                if r.placement.startswith(("below", "above"))
+                if r.placement.startswith(("at percentile 0 ", "at percentile 100 "))
                 else ""
             )
             lines.append(f"- `{r.key}`: published {short(r.seed_value)} is {r.placement}{finding}")

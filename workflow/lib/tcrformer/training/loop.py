@@ -218,7 +218,7 @@ def train(
     `ranks` > 1 the same step is split by rows (training.parallel; `workers` are ranks
     1..R-1 started early by training.ranks, else they start here). `on_step(step)` and
     `on_loss(step, loss)` (the step's loss, a 0-d tensor on the device) run after every
-    step on the first rank (chapters.ensemble.monitor watches the losses)."""
+    step on the first rank (a progress bar, a live loss curve)."""
     if threads:
         torch.set_num_threads(threads)
     if ranks > 1:

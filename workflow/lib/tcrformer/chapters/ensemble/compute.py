@@ -3,22 +3,21 @@
 train_ensemble     one seed: exactly the single run of that seed, on ensemble.ranks ranks
 evaluate_ensemble  one seed, evaluated exactly as the single run is
 ensemble_summary   every stochastic value as a distribution over seeds, the seed
-                   document's value placed in it, the loss bands, the golden bands
+                   document's value placed in it, the loss bands, every seed's curve and
+                   the statistics golden check v3 judges (training.judged)
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from tcrformer.chapters.ensemble import bands, curves, distributions
+from tcrformer.chapters.ensemble import distributions
 from tcrformer.core.io import ResultFileError, read_csv
-from tcrformer.core.numerics import one_line
+from tcrformer.training import judged
 
 
 def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
@@ -70,46 +69,25 @@ def ensemble_summary(
     per_seed: Mapping[int, Mapping[str, Any]],
     losses: pd.DataFrame,
     golden: Mapping[str, Any],
-    numerics: Mapping[str, Any],
-    provenance: Mapping[str, Any],
     cdr3: str,
     eval_n: int,
-    budget: float,
 ) -> dict[str, Any]:
     """`golden` holds the seed document's values of the recipe's chapter ({} when the
-    run's inputs differ from the seed's); `provenance` what the bands record about the run;
-    `budget` the golden file's family-wise false-alarm rate the bands are made for."""
+    run's inputs differ from the seed's)."""
     seeds = distributions.seeds_frame(per_seed)
     keys = [c for c in seeds.columns if c != "seed"]
     published = distributions.published_values(golden, recipe_name, cdr3, keys)
     table = distributions.summary_table(seeds, published)
     title = f"Ensemble: the {recipe_name} recipe over {len(seeds)} seeds"
-    floor = next(iter(per_seed.values()))[f"{recipe_name}.label_smoothing_floor"]
-    fit = {"prefix": recipe_name, "floor": floor, "eval_n": eval_n}
-    bands = golden_bands(
-        seeds,
-        table,
-        budget,
-        fit,
-        {
-            "n": len(seeds),
-            "seeds": [int(s) for s in seeds["seed"]],
-            "recipe": recipe_name,
-            **provenance,
-            "numerics": one_line(numerics),
-            "date": datetime.date.today().isoformat(),
-        },
-    )
     exact = published.get(f"{recipe_name}.heldout_exact")
-    wide = curves.curves_table(losses)
+    wide = judged.curves_table(losses)
     return {
         "seeds": seeds,
         "curves": wide,
-        "statistics_v2": curves.statistics_table(wide, per_seed, recipe_name, eval_n),
+        "statistics": judged.statistics_table(wide, per_seed, recipe_name, eval_n),
         "table": table,
         "md": distributions.summary_markdown(table, title),
         "loss_bands": distributions.loss_bands(losses),
-        "bands": yaml.safe_dump(bands, sort_keys=False, allow_unicode=True),
         "figure_data": {
             "recipe": recipe_name,
             "eval_n": eval_n,
@@ -119,32 +97,4 @@ def ensemble_summary(
             },
             "published_exact": exact,
         },
-    }
-
-
-def golden_bands(
-    seeds: pd.DataFrame,
-    table: pd.DataFrame,
-    budget: float,
-    fit: Mapping[str, Any],
-    provenance: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The bands file: how the bands were made, each key's band with the seed document's
-    value placed in our distribution, and the leave-one-out false-alarm check."""
-    fitted = bands.fit_bands(seeds, fit["prefix"], budget, fit["floor"], fit["eval_n"])
-    placed = table.set_index("key")
-    output_key = f"{fit['prefix']}.{bands.CDR3_OUTPUT}"
-    for key, band in fitted.items():
-        column = f"{fit['prefix']}.{bands.CDR3_CORRECT}" if key == output_key else key
-        published = placed.loc[column, "published"] if column in placed.index else None
-        if published is not None and not pd.isna(published):
-            band["published_percentile"] = round(
-                float(placed.loc[column, "published_percentile"]), 1
-            )
-            band["published_placement"] = placed.loc[column, "published_placement"]
-    return {
-        "provenance": dict(provenance),
-        "method": bands.method(budget, len(fitted), len(seeds)),
-        "fit": dict(fit),
-        "bands": fitted,
     }

@@ -12,6 +12,7 @@ from typing import Any
 from tcrformer.chapters.reversal import figure_data
 from tcrformer.training.evaluate import evaluate_recipe
 from tcrformer.training.loop import train
+from tcrformer.training import judged
 from tcrformer.training.model import load_model, save_model
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.values import losses_frame, read_losses, recipe_values
@@ -23,14 +24,11 @@ def train_reversal(
     numerics: dict,
     ranks: int = 1,
     workers=None,
-    monitor=None,
 ) -> dict[str, Any]:
     """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
     caller started them early, training.ranks); a run killed before the end resumes from
-    its last checkpoint. `monitor` (chapters.ensemble.monitor.CurveMonitor) watches each loss
-    and says in the log, as it trains, when the curve is out of reach of a correct run."""
-    on_loss = monitor.observe if monitor is not None else None
-    trained = train(recipe, checkpoints, ranks=ranks, workers=workers, on_loss=on_loss)
+    its last checkpoint."""
+    trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
     return {
         "model": lambda path: save_model(path, trained.model, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
@@ -39,12 +37,26 @@ def train_reversal(
     }
 
 
+def judged_values(recipe: Recipe, losses, values, evaluation) -> dict[str, float]:
+    """What the golden check judges of this run (training.judged): <recipe>.curve.<key>."""
+    right = evaluation.cdr3_output == evaluation.cdr3_input[::-1]
+    antidiagonal = values[f"{recipe.name}.cross_attention_antidiagonal_mean"] if right else None
+    curve = losses.sort_values("step")["loss"].to_numpy(float)
+    found = judged.run_statistics(curve, evaluation.heldout_exact, recipe.eval_n, antidiagonal)
+    values = {k: round(v, 6) for k, v in judged.judged_values(recipe.name, found).items()}
+    if not right:
+        why = f"the CDR3 came back as {evaluation.cdr3_output}, not reversed: no anti-diagonal"
+        values[f"{recipe.name}.{judged.PREFIX}.antidiagonal.unavailable"] = why
+    return values
+
+
 def evaluate_reversal(recipe: Recipe, model_path: str, losses_path: str) -> dict[str, Any]:
     """The trained model on held-out strings and on the CDR3."""
     model, _ = load_model(model_path, recipe.impl)
     losses = read_losses(losses_path, recipe.steps)
     evaluation = evaluate_recipe(model, recipe)
     values = recipe_values(recipe, losses, evaluation)
+    values.update(judged_values(recipe, losses, values, evaluation))
     return {
         "values": values,
         "attention": evaluation.cross_attention,
