@@ -352,7 +352,7 @@ def test_a_sweep_at_its_edge_extends_itself():
 def test_the_power_plan_is_what_the_v2_archive_gives():
     """config/claims_power.yaml is computed from the archived v2 run, never typed; and the
     plan asks more seeds of a noisier effect, and at least the feasible count of any."""
-    from tcrformer.chapters.claims import power
+    from tools import claims_power as power
 
     committed = yaml.safe_load((ROOT / "config/claims_power.yaml").read_text())
     v2 = power.v2_metrics(ROOT / "results/archive/claims_v2.tar.gz")
@@ -539,7 +539,7 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
     import os
     import tarfile
 
-    from tcrformer.chapters.claims import archive
+    from tools import claims_archive as archive
 
     old, new = tmp_path / "old", tmp_path / "new"
     done = old / "results/paper/claims/arms/baseline/seed0"
@@ -577,7 +577,7 @@ def test_the_archive_counts_the_machines_each_arms_seeds_trained_on(tmp_path):
     from each finished job's numerics.json; an unfinished job is not counted."""
     import json
 
-    from tcrformer.chapters.claims import archive
+    from tools import claims_archive as archive
 
     arms = tmp_path / "claims/arms"
     for arm, seed, model in (("baseline", 0, "AMD EPYC"), ("baseline", 1, "Intel Xeon"),
@@ -601,7 +601,7 @@ def test_a_restored_job_is_done_for_the_resumed_run(workflow_copy, tmp_path):
     session's before (older than the clone's code)."""
     import os
 
-    from tcrformer.chapters.claims import archive
+    from tools import claims_archive as archive
 
     claims = workflow_copy / "results/claims_reduced/claims"
     done = claims / "arms/baseline/seed0"
@@ -633,7 +633,7 @@ def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monk
     import io
     import tarfile
 
-    from tcrformer.chapters.claims import archive
+    from tools import claims_archive as archive
 
     v2 = archive.archived_table(ROOT / "results/archive/claims_v2.tar.gz")
     assert v2["attention_importance"]["verdict"] == "NOT SUPPORTED"
@@ -675,7 +675,7 @@ def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monk
 def test_the_documented_v3_changes_are_what_the_two_archives_give():
     """docs/claims.md's table of the verdicts that changed from v2 to v3 is computed from the
     archived tables of both finished runs, never typed: the table must appear there whole."""
-    from tcrformer.chapters.claims import archive
+    from tools import claims_archive as archive
 
     rows = archive.verdict_changes(
         archive.archived_table(ROOT / "results/archive/claims_v2.tar.gz"),

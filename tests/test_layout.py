@@ -187,7 +187,7 @@ def test_the_graph_sees_importlib_and_the_workflows_bench_files():
     assert "tcrformer.chapters.toy.settings" in imports["tcrformer.chapters"]
     assert "tcrformer.plotting.schematics" in imports["tcrformer.figures"]
     used = workflow_bench_modules()
-    assert {"bench.golden_power", "bench.golden_power_summary"} <= used
+    assert {"bench.golden_power"} <= used
     assert all(name in imports for name in used), used
     assert "tcrformer.models.fast" in imports["bench.golden_power"]
     # A cycle through an importlib edge is found: chapters -> toy.settings -> chapters.
@@ -286,3 +286,36 @@ def test_the_architecture_page_names_every_package_and_chapter():
     for path in sorted((LIB / "core").glob("*.py")) + sorted((LIB / "models").glob("*.py")):
         if path.name != "__init__.py":
             assert path.name in page, path.name
+
+
+# The library holds what the pipeline runs -----------------------------------------------------
+
+OFFLINE = re.compile(r"^def (fit|refit|validate|power|stratify|archive)\w*\(", re.MULTILINE)
+ENTRY_POINTS = {"training/worker.py", "training/fingerprint.py"}  # the pipeline runs them
+PIPELINE_NAMES = {  # names the offline pattern matches that rules do run
+    "validation.py": "validate(config): the config check before any rule",
+    "chapters/claims/analytic.py": "fit_exponent: an analytic claim's measure",
+}
+
+
+def offline_commands(folder: Path) -> list[str]:
+    """Modules of `folder` that define a fitting, validation, power or archive function, or a
+    command line of their own that no rule runs."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        text, name = path.read_text(), path.relative_to(folder).as_posix()
+        command = '__name__ == "__main__"' in text and name not in ENTRY_POINTS
+        if (OFFLINE.search(text) and name not in PIPELINE_NAMES) or command:
+            found.append(name)
+    return found
+
+
+def test_the_library_holds_no_offline_command(tmp_path):
+    """Fitting, validation, power and archive commands live in tools/, outside the library,
+    and a copy of the library with one put back is caught."""
+    assert offline_commands(LIB) == []
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "bands.py").write_text("def fit_bands(seeds):\n    return seeds\n")
+    assert offline_commands(tmp_path) == ["chapters/bands.py"]
+    assert {p.stem for p in (ROOT / "tools").glob("*.py")} >= {"golden", "claims_power",
+                                                               "claims_archive"}  # fmt: skip

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tcrformer.chapters.ensemble import curves
 from tcrformer.core.io import sha256
+from tcrformer.training import judged
 
 from conftest import private_copy, snakemake
 
@@ -30,15 +30,18 @@ def test_every_published_value_passes_or_says_why_not(full_run):
     assert not by_status.get("FAIL"), by_status.get("FAIL")
     # Without network the ESM-2 weights cannot be had: those keys, and only those, are SKIPPED.
     assert all(key.startswith("esm2.") for key in by_status.get("SKIPPED", []))
-    # The trained values are judged by golden check v2 (reversal.v2.*, every one PASS here);
-    # version 1's band rows of that chapter are shown, not judged, and say so.
+    # The trained values are judged by golden check v3 (reversal.curve.*, every one PASS
+    # here); the printed training values are REPORT rows with their percentile, and the time.
     reported = {row["key"]: row["reason"] for row in report["rows"] if row["status"] == "REPORT"}
     assert reported.pop("reversal.training_time_s").startswith("report-only")
-    assert reported and all(r.startswith("judged by v2") for r in reported.values()), reported
-    assert all(key.startswith("reversal.") for key in reported)
-    judged_v2 = [row for row in report["rows"] if row["key"].startswith("reversal.v2.")]
-    assert {row["key"] for row in judged_v2} == {f"reversal.v2.{key}" for key in curves.KEYS}
-    assert all(row["status"] == "PASS" for row in judged_v2), judged_v2
+    printed = {f"reversal.loss_step{s}" for s in (500, 1000, 1500, 2000, 2500, 3000)}
+    printed |= {"reversal.heldout_exact", "reversal.cross_attention_antidiagonal_mean"}
+    assert set(reported) == printed | {"reversal.cdr3_output"}, reported
+    assert all(reported[key].startswith("at percentile ") for key in printed), reported
+    assert reported["reversal.cdr3_output"].startswith("right; right in ")
+    curve = [row for row in report["rows"] if row["key"].startswith("reversal.curve.")]
+    assert {row["key"] for row in curve} == {f"reversal.curve.{key}" for key in judged.KEYS}
+    assert all(row["status"] == "PASS" for row in curve), curve
     chapters = {row["chapter"] for row in report["rows"] if row["status"] == "PASS"}
     assert chapters == {"toy", "notes", "reversal", "plm"}
 

@@ -34,7 +34,7 @@ rule claims_register:
 
 # One job trains an arm's seed and evaluates it: what a run keeps of it (history, metrics)
 # is written together, so a run stopped between jobs loses no training, and the archive
-# (chapters/claims/archive.py) carries every finished job to the next machine.
+# (tools/claims_archive.py) carries every finished job to the next machine.
 rule train_claim_arm:
     input:
         registration=ancient(rules.claims_register.output.registration),

@@ -18,7 +18,7 @@ from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
 JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
-POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (claims/power.py)
+POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (tools/claims_power.py)
 ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 

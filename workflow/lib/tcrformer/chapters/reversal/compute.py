@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from tcrformer.chapters.reversal import figure_data
+from tcrformer.training import judged
 from tcrformer.training.evaluate import evaluate_recipe
 from tcrformer.training.loop import train
-from tcrformer.training import judged
 from tcrformer.training.model import load_model, save_model
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.values import losses_frame, read_losses, recipe_values
@@ -37,7 +37,7 @@ def train_reversal(
     }
 
 
-def judged_values(recipe: Recipe, losses, values, evaluation) -> dict[str, float]:
+def curve_values(recipe: Recipe, losses, values, evaluation) -> dict[str, float]:
     """What the golden check judges of this run (training.judged): <recipe>.curve.<key>."""
     right = evaluation.cdr3_output == evaluation.cdr3_input[::-1]
     antidiagonal = values[f"{recipe.name}.cross_attention_antidiagonal_mean"] if right else None
@@ -56,7 +56,7 @@ def evaluate_reversal(recipe: Recipe, model_path: str, losses_path: str) -> dict
     losses = read_losses(losses_path, recipe.steps)
     evaluation = evaluate_recipe(model, recipe)
     values = recipe_values(recipe, losses, evaluation)
-    values.update(judged_values(recipe, losses, values, evaluation))
+    values.update(curve_values(recipe, losses, values, evaluation))
     return {
         "values": values,
         "attention": evaluation.cross_attention,

@@ -17,7 +17,7 @@ divergence rule from v2's held-out exact). Where v2 measured nothing like it (th
 bad batch, residue attribution, the GRU with attention, beam search on converged models,
 where v2's values were all 0), the plan says so and asks only for feasibility.
 
-    python -m tcrformer.chapters.claims.power --archive results/archive/claims_v2.tar.gz \
+    python -m tools.claims_power --archive results/archive/claims_v2.tar.gz \
         --claims config/claims.yaml --out config/claims_power.yaml
 """
 
@@ -161,13 +161,13 @@ def main(argv=None) -> None:
     result = plan(section["list"], v2_metrics(args.archive), section.get("alpha", 0.05))
     archive_sha = hashlib.sha256(Path(args.archive).read_bytes()).hexdigest()
     result["provenance"] = {
-        "command": "python -m tcrformer.chapters.claims.power "
+        "command": "python -m tools.claims_power "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "archive": args.archive, "archive_sha256": archive_sha,
         "claims_file": args.claims,
         "date": datetime.date.today().isoformat(),
     }  # fmt: skip
-    header = "# The claims' power plan: written by tcrformer.chapters.claims.power; never typed.\n"
+    header = "# The claims' power plan: written by tools.claims_power; never typed.\n"
     Path(args.out).write_text(header + yaml.safe_dump(result, sort_keys=False))
     for claim_id, row in result["claims"].items():
         print(f"{claim_id}: {row['seeds']} seeds ({row['basis']})")

@@ -1,9 +1,9 @@
 """Carry a claims run's finished jobs across machines: a long run may span sessions.
 
-    python -m tcrformer.chapters.claims.archive save --run paper --to ARCHIVE
-    python -m tcrformer.chapters.claims.archive restore --from ARCHIVE
-    python -m tcrformer.chapters.claims.archive machines --run paper
-    python -m tcrformer.chapters.claims.archive changes --before ARCHIVE [--after ARCHIVE]
+    python -m tools.claims_archive save --run paper --to ARCHIVE
+    python -m tools.claims_archive restore --from ARCHIVE
+    python -m tools.claims_archive machines --run paper
+    python -m tools.claims_archive changes --before ARCHIVE [--after ARCHIVE]
 
 (ARCHIVE: results/archive/claims_v2.tar.gz for the v2 run)
 
