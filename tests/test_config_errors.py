@@ -281,3 +281,20 @@ def test_a_cdr3_that_disagrees_with_its_germline_ends_is_refused(override, key):
                 config[section][name] = value
     error = validate(config)
     assert error is not None and error.key == key, error
+
+
+@pytest.mark.slow
+def test_snakemake_stops_before_any_rule_on_bands_of_another_version(workflow_copy):
+    """The golden file's bands file is read before any rule: one line naming it, exit 1."""
+    bands = workflow_copy / "config/golden/v3/bands.yaml"
+    committed = bands.read_text()
+    bands.write_text(committed.replace("\nversion: 3\n", "\nversion: 2\n"))
+    try:
+        proc = snakemake(workflow_copy, "-n")
+    finally:
+        bands.write_text(committed)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("golden file error")]
+    assert len(errors) == 1 and "config/golden/v3/bands.yaml" in errors[0], proc.stderr
+    assert "version 2" in errors[0] and "Traceback" not in proc.stderr + proc.stdout
+    assert not (workflow_copy / "results").exists()

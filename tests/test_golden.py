@@ -2,6 +2,7 @@
 
 import pytest
 
+from tcrformer.core import golden
 from tcrformer.core.golden import (
     FAIL,
     PASS,
@@ -112,3 +113,59 @@ def test_markdown_report_has_one_row_per_key_and_no_stray_pipes():
     text = report_markdown(rows, extras, "t", "g.yaml")
     table = [line for line in text.splitlines() if line.startswith("| `toy.a`")]
     assert len(table) == 1 and table[0].count("|") == 7
+
+
+# The bands file (golden check v3) ----------------------------------------------------------
+
+
+def golden_with_bands(tmp_path, bands_text: str | None, budget: float = 0.01):
+    """A copy of the committed golden file beside a bands file of `bands_text` (None: none)."""
+
+    golden_file = tmp_path / "seed_values.yaml"
+    golden_file.write_text((ROOT / "config/golden/seed_values.yaml").read_text()
+                           .replace("error_budget: 0.01", f"error_budget: {budget}"))  # fmt: skip
+    (tmp_path / "v3").mkdir()
+    if bands_text is not None:
+        (tmp_path / "v3/bands.yaml").write_text(bands_text)
+    return golden_file
+
+
+@pytest.mark.parametrize(
+    ("edit", "budget", "message"),
+    [
+        (None, 0.01, "bands file named by"),
+        ("{not yaml", 0.01, "not valid YAML"),
+        ("version: 3\nbands: [1, 2]\n", 0.01, "expected a mapping with a 'bands:' mapping"),
+        ("version: 2", 0.01, "bands of method version 2, this code judges version 3"),
+        ("", 0.05, "bands made for error_budget 0.01, the golden file's is 0.05"),
+    ],
+    ids=["missing", "malformed", "no bands", "another version", "another budget"],
+)
+def test_a_bands_file_that_cannot_judge_is_one_line_naming_it(tmp_path, edit, budget, message):
+
+    committed = (ROOT / "config/golden/v3/bands.yaml").read_text()
+    if edit == "version: 2":
+        text = committed.replace("\nversion: 3\n", "\nversion: 2\n")
+    else:
+        text = committed if edit == "" else edit
+    golden_file = golden_with_bands(tmp_path, text, budget)
+    with pytest.raises(golden.GoldenFileError) as raised:
+        golden.load_golden(golden_file)
+    line = str(raised.value)
+    assert message in line and "\n" not in line and "v3/bands.yaml" in line, line
+
+
+def test_the_committed_bands_judge_both_sides_and_report_printed_values():
+
+    entries, _ = golden.load_golden(ROOT / "config/golden/seed_values.yaml")
+    by_key = {e.key: e for e in entries}
+    late = by_key["reversal.curve.loss_late"].tolerance
+    assert late.kind == "ensemble" and late.band.low < late.band.high
+    assert golden.compare(late.band.low - 1e-4, None, late)[0] == "FAIL"
+    assert golden.compare((late.band.low + late.band.high) / 2, None, late)[0] == "PASS"
+    printed = by_key["reversal.heldout_exact"].tolerance
+    status, reason = golden.compare(999, 999, printed)
+    assert status == "REPORT" and reason.startswith("at percentile ")
+    assert by_key["reversal.heldout_exact"].placement.startswith("at percentile ")
+    cdr3 = by_key["reversal.cdr3_output"]
+    assert golden.compare("AAA", cdr3.value, cdr3.tolerance)[1].startswith("wrong; right in ")

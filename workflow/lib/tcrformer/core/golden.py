@@ -205,7 +205,9 @@ def _read_yaml(path: Path, named_by: Path) -> Any:
         where = "golden file" if path == named_by else f"bands file named by {named_by}"
         raise GoldenFileError(f"{path}: {where} not found") from None
     except yaml.YAMLError as err:
-        raise GoldenFileError(f"{path}: not valid YAML ({err})") from None
+        mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise GoldenFileError(f"{path}: not valid YAML ({where}{problem or 'unreadable'})") from None
 
 
 def load_bands(golden_path: Path, name: Any, budget: float | None) -> dict[str, dict]:

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-METHOD_VERSION = 3  # raised on purpose when what is judged or how bands are made changes
 PREFIX = "curve"  # the keys are <recipe>.curve.<key>
 WINDOWS = {  # steps, inclusive
     "loss_start": (101, 300),
