@@ -170,3 +170,30 @@ def test_the_power_table_judges_each_faulty_run(tmp_path):
     assert table.loc["none", "failed"] == ""
     summary = method.power_summary(method.power_table(tmp_path, bands)).set_index("fault")
     assert summary.loc["slow", "caught"] == 1 and summary.loc["none", "caught"] == 0
+
+
+def test_validation_counts_fails_with_an_exact_interval_and_writes_its_record(tmp_path):
+    """A held-out ensemble folder (as the ensemble target writes it) judged by the bands: a
+    seed pushed out of one band FAILs on that key alone; the record says so."""
+    import shutil
+
+    folder = tmp_path / "v3"
+    folder.mkdir()
+    for name in ("bands.yaml", "fitting.csv"):
+        shutil.copy(ROOT / "config/golden/v3" / name, folder / name)
+    curves = pd.read_csv(ROOT / "config/golden/v3/curves/fit.csv")[["step", "seed64", "seed65"]]
+    curves["seed65"] = curves["seed65"] + 0.5  # a slow and high curve: every window out
+    ensemble = tmp_path / "ensemble"
+    for seed in (64, 65):
+        (ensemble / f"seed{seed}").mkdir(parents=True)
+        values = {"reversal.heldout_exact": 999, "reversal.cdr3_correct": 1,
+                  "reversal.cross_attention_antidiagonal_mean": 0.95}  # fmt: skip
+        (ensemble / f"seed{seed}/values.json").write_text(json.dumps(values))
+    curves.to_csv(ensemble / "curves.csv", index=False)
+    record = yaml.safe_load(method.validate_command({"toy": ensemble}, folder).read_text())
+    found = record["ensembles"]["toy"]
+    assert (found["seeds"], found["fail"]) == (2, 1)
+    assert found["failed"] == {65: "loss_start loss_early loss_late"}
+    assert found["interval"][0] > 0.01 and found["interval"][1] > 0.98
+    assert set(record["pit"]) == set(judged.KEYS)
+    assert (folder / "heldout/toy_statistics.csv").exists()
