@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 
 import nbformat
 import pytest
@@ -42,7 +43,7 @@ def with_parameters(notebook, parameters: dict):
 
 
 def execute(parameters: dict, timeout: int = 600):
-    """The notebook with `parameters`, run in a fresh kernel from the repository root."""
+    """The notebook with `parameters`, run in a fresh kernel."""
     notebook = with_parameters(nbformat.read(NOTEBOOK, as_version=4), parameters)
     execute_in_place(notebook, timeout)
     return notebook
@@ -50,13 +51,15 @@ def execute(parameters: dict, timeout: int = 600):
 
 def execute_in_place(notebook, timeout: int = 600) -> None:
     """Run every cell in order; the first that raises stops it (CellExecutionError), its
-    error in its outputs. The kernel talks over Unix sockets: the suite allows no TCP."""
+    error in its outputs. The kernel starts in the notebook's folder, as Jupyter starts it,
+    and talks over Unix sockets (the suite allows no TCP)."""
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    kernel = KernelManager(kernel_name="python3", transport="ipc")
-    resources = {"metadata": {"path": str(ROOT)}}
-    NotebookClient(notebook, km=kernel, timeout=timeout, resources=resources).execute()
+    with tempfile.TemporaryDirectory() as sockets:  # an absolute path: the kernel's cwd differs
+        kernel = KernelManager(kernel_name="python3", transport="ipc", ip=f"{sockets}/kernel")
+        resources = {"metadata": {"path": str(NOTEBOOK.parent)}}
+        NotebookClient(notebook, km=kernel, timeout=timeout, resources=resources).execute()
 
 
 def texts(notebook) -> list[str]:
@@ -162,10 +165,12 @@ def pipeline_line(receptor: str) -> str:
 
 
 @pytest.mark.parametrize("receptor", ["CASSIRSSYEQYX", "", "cassirssyeqyf"])
-def test_a_bad_receptor_gives_the_pipelines_line_shown_as_one_line(receptor):
+def test_a_bad_receptor_gives_the_pipelines_line_shown_as_one_line(receptor, monkeypatch):
     """What the notebook's first cell calls raises the pipeline's error, and IPython shows
     it as that one line (its _render_traceback_), not as a traceback."""
     from tcrformer import notebook
+
+    monkeypatch.chdir(ROOT)  # start() works in the root; the test's own folder comes back
 
     line = pipeline_line(receptor)
     assert line.startswith("config error: receptor.cdr3b = ")

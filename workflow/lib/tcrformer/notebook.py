@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -245,9 +246,13 @@ def finished_runs() -> list[str]:
 
 def start(receptor: str, folder: str | Path | None = None, **parameters: Any) -> Session:
     """Check the notebook's config as the workflow does (tcrformer.validation.validate) and
-    pin the pipeline's numerics. A bad receptor raises the workflow's own one-line error."""
+    pin the pipeline's numerics. A bad receptor raises the workflow's own one-line error.
+
+    The kernel then works in the repository root, as the workflow does: Jupyter starts it in
+    notebooks/, and the config's paths (the golden file, a checkpoint) are the root's."""
     from tcrformer.validation import validate
 
+    os.chdir(ROOT)
     config = notebook_config(receptor, **parameters)
     try:
         settings = validate(config, SCHEMA_PATH)  # imports no torch
