@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 import nbformat
+import numpy as np
 import pytest
 import yaml
 
@@ -198,6 +199,42 @@ def test_a_bad_receptor_stops_the_first_cell_that_reads_it_with_the_config_line(
     assert reads[0] is failed[0], "an earlier cell reads the receptor"
     after = code[code.index(failed[0]) + 1 :]
     assert after and all(c.get("execution_count") is None for c in after)
+
+
+@pytest.mark.slow
+def test_a_finished_runs_model_is_loaded_and_judged_only_if_it_trained_the_config_recipe(
+    tmp_path, monkeypatch
+):
+    """load_run: a run's saved model evaluated on the receptor; a run of another recipe (here
+    a shorter one) is SKIPPED beside the explainer's values, with the reason."""
+    from tcrformer import notebook
+    from tcrformer.core.config import SCHEMA_PATH
+    from tcrformer.core.io import write_json
+    from tcrformer.training.model import build_model, save_model
+    from tcrformer.training.values import losses_frame
+    from tcrformer.validation import validate
+
+    monkeypatch.chdir(ROOT)
+    config = notebook.notebook_config("CASSIRSSYEQYF")
+    session = notebook.Session(config, validate(config, SCHEMA_PATH), tmp_path / "session")
+    paper = session.settings["reversal"].recipes["reversal"]
+    assert notebook.finished_runs(tmp_path) == []
+    for run, recipe in (("same", paper), ("shorter", paper.replace(steps=20, warmup=10))):
+        folder = tmp_path / run / "reversal"
+        folder.mkdir(parents=True)
+        model = build_model(recipe.architecture(), recipe.impl, recipe.init)  # untrained
+        save_model(folder / "model.safetensors", model, recipe.architecture())
+        losses_frame(np.linspace(3.0, 1.0, recipe.steps)).to_csv(folder / "losses.csv", index=False)
+        write_json(folder / "training_time.json", {"fingerprint": recipe.fingerprint()})
+    assert notebook.finished_runs(tmp_path) == ["same", "shorter"]
+
+    values = session.load_run("same", tmp_path)
+    assert {"reversal.heldout_exact", "reversal.cdr3_output"} <= values.keys()
+    judged = session.beside(values)["check"]
+    assert judged["reversal.heldout_exact"].startswith("FAIL")  # an untrained model, judged
+    values = session.load_run("shorter", tmp_path)
+    judged = session.beside(values)["check"]
+    assert judged["reversal.heldout_exact"].startswith("SKIPPED: run shorter trained another")
 
 
 def test_the_readme_opens_the_notebook():

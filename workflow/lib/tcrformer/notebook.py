@@ -125,6 +125,8 @@ class Session:
     folder: Path
     kept: dict[str, dict[str, str]] = field(default_factory=dict)  # chapter -> {name: file}
     timing: dict[str, Any] = field(default_factory=dict)  # the last training's, as the rule's
+    # Values not to judge against the explainer's (key prefix -> why): a loaded run's recipe.
+    unlike: dict[str, str] = field(default_factory=dict)
 
     @property
     def receptor(self) -> str:
@@ -162,7 +164,7 @@ class Session:
         DataFrame), one row per key, in the order given."""
         import pandas as pd
 
-        from tcrformer.core.golden import check, load_golden
+        from tcrformer.core.golden import FAIL, PASS, SKIPPED, check, load_golden
         from tcrformer.core.io import dumps_json
 
         entries, inputs = load_golden(ROOT / self.config["golden"]["file"])
@@ -170,6 +172,10 @@ class Session:
         values = json.loads(dumps_json({key: values[key] for key in wanted}))  # as values.json
         printed = [e for e in entries if e.key in wanted]
         rows, _ = check(values, printed, inputs, self.config)
+        for row in rows:
+            why = next((w for prefix, w in self.unlike.items() if row.key.startswith(prefix)), "")
+            if why and row.status in (PASS, FAIL):
+                row.status, row.reason = SKIPPED, why
         by_key = {row.key: row for row in rows}
 
         def line(key: str) -> dict[str, str]:
@@ -210,14 +216,25 @@ class Session:
         self.keep("reversal", {**results, "losses": _read_csv(losses_path)})
         return results["values"]
 
-    def load_run(self, run: str):
+    def load_run(self, run: str, results: Path = RESULTS):
         """A finished pipeline run's reversal model (results/<run>/reversal/), evaluated on
-        this session's receptor with the paper's recipe, as long as its loss curve."""
-        folder = finished_run(run)
+        this session's receptor with the paper's recipe, as long as its loss curve. Its
+        values are judged against the explainer's only if it trained the config's recipe."""
+        from tcrformer.core.io import read_json
+
+        folder = finished_run(run, results)
         if folder is None:
-            raise FileNotFoundError(f"no trained model in {RESULTS / run / 'reversal'}")
+            raise FileNotFoundError(f"no trained model in {results / run / 'reversal'}")
+        paper = self.settings["reversal"].recipes["reversal"]
+        trained = read_json(folder / "training_time.json")["fingerprint"]
+        if trained != paper.fingerprint():  # another recipe or seed than the config's
+            self.unlike["reversal."] = (
+                f"run {run} trained another recipe than config/config.yaml's (fingerprint "
+                f"{trained}, not {paper.fingerprint()}); its own verdicts: "
+                f"results/{run}/reversal/golden_report.md"
+            )
         losses = _read_csv(folder / "losses.csv")
-        recipe = self.settings["reversal"].recipes["reversal"].replace(steps=len(losses))
+        recipe = paper.replace(steps=len(losses))
         return self.evaluate(recipe, folder / "model.safetensors", folder / "losses.csv")
 
 
@@ -230,18 +247,18 @@ def _read_csv(path):
     return read_csv(path)
 
 
-def finished_run(run: str = "paper") -> Path | None:
+def finished_run(run: str = "paper", results: Path = RESULTS) -> Path | None:
     """results/<run>/reversal/ when a pipeline run has trained the paper's recipe there."""
-    folder = RESULTS / run / "reversal"
-    needed = ("model.safetensors", "losses.csv")
+    folder = results / run / "reversal"
+    needed = ("model.safetensors", "losses.csv", "training_time.json")
     return folder if all((folder / name).is_file() for name in needed) else None
 
 
-def finished_runs() -> list[str]:
+def finished_runs(results: Path = RESULTS) -> list[str]:
     """The names of the runs under results/ with a trained reversal model."""
-    if not RESULTS.is_dir():
+    if not results.is_dir():
         return []
-    return sorted(p.name for p in RESULTS.iterdir() if finished_run(p.name) is not None)
+    return sorted(p.name for p in results.iterdir() if finished_run(p.name, results))
 
 
 def start(receptor: str, folder: str | Path | None = None, **parameters: Any) -> Session:
