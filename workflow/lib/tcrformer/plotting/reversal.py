@@ -26,7 +26,7 @@ def _draw_loss(
     losses: pd.DataFrame,
     report: Mapping[int, float],
     floor: float,
-    steps: int | None = None,
+    last_step: int | None = None,
 ) -> None:
     ax.plot(
         losses["step"],
@@ -55,7 +55,7 @@ def _draw_loss(
         lw=1.2,
         label=f"label-smoothing floor {floor:.3f}",
     )
-    ax.set_xlim(0, steps or losses["step"].max())
+    ax.set_xlim(0, last_step or losses["step"].max())
     ax.set_ylim(0, None)
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (cross-entropy, nats per token)")
