@@ -164,7 +164,7 @@ class Session:
         DataFrame), one row per key, in the order given."""
         import pandas as pd
 
-        from tcrformer.core.golden import FAIL, PASS, SKIPPED, check, load_golden
+        from tcrformer.core.golden import REPORT, SKIPPED, check, load_golden
         from tcrformer.core.io import dumps_json
 
         entries, inputs = load_golden(ROOT / self.config["golden"]["file"])
@@ -174,7 +174,7 @@ class Session:
         rows, _ = check(values, printed, inputs, self.config)
         for row in rows:
             why = next((w for prefix, w in self.unlike.items() if row.key.startswith(prefix)), "")
-            if why and row.status in (PASS, FAIL):
+            if why and row.status != REPORT:
                 row.status, row.reason = SKIPPED, why
         by_key = {row.key: row for row in rows}
 
@@ -233,11 +233,21 @@ class Session:
                 f"{trained}, not {paper.fingerprint()}); its own verdicts: "
                 f"results/{run}/reversal/golden_report.md"
             )
-        losses = _read_csv(folder / "losses.csv")
-        recipe = paper.replace(steps=len(losses))
+        from tcrformer.training.model import load_model
+
+        _, architecture = load_model(folder / "model.safetensors", paper.impl)
+        layer = paper.cross_attention_layer
+        if layer == paper.num_layers:  # `last`: the run's own last layer
+            layer = architecture["num_layers"]
+        recipe = paper.replace(
+            steps=len(_read_csv(folder / "losses.csv")),
+            cross_attention_layer=layer,
+            **{key: architecture[key] for key in MODEL_KEYS},
+        )
         return self.evaluate(recipe, folder / "model.safetensors", folder / "losses.csv")
 
 
+MODEL_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "norm")  # saved with it
 TRAIN_OUTPUTS = {"model": "safetensors", "losses": "csv", "numerics": "json", "timing": "json"}
 
 
