@@ -17,7 +17,8 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").gl
 # Top-level folders whose paths a doc may name; what a run writes (results/<run>/...) is not
 # in the tree, so only results/README.md and results/archive/ are held to it.
 TREE = ("config/", "workflow/", "docs/", "tests/", "bench/", "profiles/", "envs/", "locks/",
-        ".test/", ".ci/", ".github/", "results/README.md", "results/archive/")  # fmt: skip
+        "notebooks/", ".test/", ".ci/", ".github/",
+        "results/README.md", "results/archive/")  # fmt: skip
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\s]+)`")
 

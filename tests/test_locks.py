@@ -23,7 +23,7 @@ from packaging.version import Version
 
 from conftest import ROOT
 
-LOCKS = ("run", "test", "ci")
+LOCKS = ("run", "test", "notebook", "ci")
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # conda-forge names in envs/*.yaml that are not the PyPI names of the locks.
 CONDA_TO_PYPI = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
@@ -98,10 +98,13 @@ def disagreements(root: Path) -> list[str]:
     """Every pin that one file writes differently from another, in words."""
     run, _ = read_lock(root / "locks/run.txt")
     test, _ = read_lock(root / "locks/test.txt")
+    notebook, _ = read_lock(root / "locks/notebook.txt")
     found = []
     # pyproject's direct pins, in the locks that install them, at the same version.
     wanted = [("run", run, pyproject_pins(root)), ("test", test, pyproject_pins(root))]
     wanted.append(("test", test, pyproject_pins(root, "test")))
+    wanted.append(("notebook", notebook, pyproject_pins(root)))
+    wanted.append(("notebook", notebook, pyproject_pins(root, "notebook")))
     for lock_name, lock, pins in wanted:
         for name, version in pins.items():
             if name not in lock:
@@ -111,13 +114,19 @@ def disagreements(root: Path) -> list[str]:
                     f"{name}: pyproject.toml pins {version}, "
                     f"locks/{lock_name}.txt has {lock[name].version}"
                 )
-    # The tests run on the libraries the run installs: what both locks hold, they pin alike.
-    for name in run.keys() & test.keys():
-        if run[name].version != test[name].version:
-            found.append(
-                f"{name}: locks/run.txt has {run[name].version}, "
-                f"locks/test.txt has {test[name].version}"
-            )
+    # The tests and the notebook run on the libraries the run installs: what two locks both
+    # hold, they pin alike.
+    for name_a, a, name_b, b in (
+        ("run", run, "test", test),
+        ("run", run, "notebook", notebook),
+        ("test", test, "notebook", notebook),
+    ):
+        for name in sorted(a.keys() & b.keys()):
+            if a[name].version != b[name].version:
+                found.append(
+                    f"{name}: locks/{name_a}.txt has {a[name].version}, "
+                    f"locks/{name_b}.txt has {b[name].version}"
+                )
     # The conda environments: each package at the version the run lock installs.
     for env in sorted((root / "envs").glob("*.yaml")):
         for name, version in env_pins(env).items():
@@ -150,6 +159,7 @@ def test_the_check_finds_a_pin_that_differs(tmp_path):
     edit("envs/numeric.yaml", "scipy =1.17.1", "scipy =1.17.0")
     edit("locks/test.txt", "\nnumpy==2.4.6 ", "\nnumpy==2.4.5 ")
     edit("pyproject.toml", '"pytest==9.2.0"', '"pytest==9.1.0"')
+    edit("locks/notebook.txt", "\nnbclient==0.11.0 ", "\nnbclient==0.10.4 ")
     found = "\n".join(disagreements(tmp_path))
     assert "pandas: pyproject.toml pins 2.3.2, locks/run.txt has 2.3.3" in found
     assert "pandas: pyproject.toml pins 2.3.2, locks/test.txt has 2.3.3" in found
@@ -157,6 +167,8 @@ def test_the_check_finds_a_pin_that_differs(tmp_path):
     assert "numpy: pyproject.toml pins 2.4.6, locks/test.txt has 2.4.5" in found
     assert "numpy: locks/run.txt has 2.4.6, locks/test.txt has 2.4.5" in found
     assert "pytest: pyproject.toml pins 9.1.0, locks/test.txt has 9.2.0" in found
+    assert "nbclient: pyproject.toml pins 0.11.0, locks/notebook.txt has 0.10.4" in found
+    assert "nbclient: locks/test.txt has 0.11.0, locks/notebook.txt has 0.10.4" in found
     # A dependency added to pyproject.toml and not locked.
     edit("pyproject.toml", '"pyyaml==6.0.4",', '"pyyaml==6.0.4", "tabulate2==1.0",')
     assert "tabulate2==1.0 (pyproject.toml) is missing from run.txt" in disagreements(tmp_path)
@@ -173,7 +185,7 @@ def test_every_locked_package_is_pinned_and_hashed(lock):
         assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in pin.hashes), name
 
 
-@pytest.mark.parametrize("lock", ("run", "test"))
+@pytest.mark.parametrize("lock", ("run", "test", "notebook"))
 def test_torch_is_the_cpu_build_from_the_pytorch_cpu_index(lock):
     pins, options = read_lock(ROOT / f"locks/{lock}.txt")
     assert pins["torch"].version == "2.13.0+cpu"

@@ -21,7 +21,13 @@ def written_tokens(output: str, rows: int) -> list[str]:
     return tokens + [EOS] * (rows - len(tokens))
 
 
-def _draw_loss(ax: Axes, losses: pd.DataFrame, report: Mapping[int, float], floor: float) -> None:
+def _draw_loss(
+    ax: Axes,
+    losses: pd.DataFrame,
+    report: Mapping[int, float],
+    floor: float,
+    last_step: int | None = None,
+) -> None:
     ax.plot(
         losses["step"],
         losses["loss"],
@@ -49,7 +55,7 @@ def _draw_loss(ax: Axes, losses: pd.DataFrame, report: Mapping[int, float], floo
         lw=1.2,
         label=f"label-smoothing floor {floor:.3f}",
     )
-    ax.set_xlim(0, losses["step"].max())
+    ax.set_xlim(0, last_step or losses["step"].max())
     ax.set_ylim(0, None)
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (cross-entropy, nats per token)")
@@ -67,6 +73,14 @@ def _draw_cross_attention(
     ax.set_ylabel("token being written (decoder)")
     ax.set_title(title)
     style.colorbar(fig, image, ax, "attention weight (fraction)")
+
+
+def draw_loss(losses: pd.DataFrame, floor: float, steps: int | None = None) -> Figure:
+    """Fig. 13's loss panel alone, for a training still running (the companion notebook
+    redraws it as it goes): the axis runs to `steps`, the steps planned."""
+    fig = style.new_figure(6.5, 3.6)
+    _draw_loss(fig.subplots(), losses, {}, floor, steps)
+    return fig
 
 
 def fig13_training(data) -> Figure:
