@@ -201,7 +201,7 @@ class Session:
         folder.mkdir(parents=True, exist_ok=True)
         live = LiveLoss(recipe.steps, recipe.label_smoothing, every)
         results = train_reversal(
-            recipe, folder / "checkpoints", numerics.describe(_PINNED), monitor=live
+            recipe, folder / "checkpoints", numerics.describe(_PINNED), on_loss=live.observe
         )
         outputs = {name: str(folder / f"{name}.{kind}") for name, kind in TRAIN_OUTPUTS.items()}
         write_named(outputs, results)

@@ -24,11 +24,13 @@ def train_reversal(
     numerics: dict,
     ranks: int = 1,
     workers=None,
+    on_loss=None,
 ) -> dict[str, Any]:
     """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
     caller started them early, training.ranks); a run killed before the end resumes from
-    its last checkpoint."""
-    trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
+    its last checkpoint. `on_loss(step, loss)` sees each step's loss (the notebook's live
+    curve)."""
+    trained = train(recipe, checkpoints, ranks=ranks, workers=workers, on_loss=on_loss)
     return {
         "model": lambda path: save_model(path, trained.model, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
