@@ -72,6 +72,15 @@ def test_paired_binary_rejects_a_clear_effect_and_keeps_a_null():
     )
 
 
+def test_binary_power_by_enumeration():
+    from tools.claims_power import binary_power
+
+    # Every seed +1 for sure: the only outcome has p 0.625^8 = 0.0233 at margin 0.25.
+    assert binary_power(8, 1.0, 0.0, 0.25, 0.025) == pytest.approx(1.0)
+    assert binary_power(8, 1.0, 0.0, 0.25, 0.02) == 0.0
+    assert 0 < binary_power(8, 0.75, 0.0, 0.25, 0.05) < 1
+
+
 def test_mcnemar_is_the_binomial_split_of_the_discordant_seeds():
     assert exact.mcnemar_exact_p(7, 0) == pytest.approx(2**-7)
     assert exact.mcnemar_exact_p(0, 0) == 1.0
@@ -257,49 +266,57 @@ def helper(x):
 
 def decides(x):
     """Docstring."""
-    return helper(x) < LIMIT  # a comment
+    from digest_demo.other import scale
+
+    return helper(scale(x)) < LIMIT  # a comment
 
 def unrelated(x):
     return x + 1
 '''
+OTHER = """
+def scale(x):
+    return x / 10
+"""
 
 
-def _digest(tmp_path, name, source):
+def _digest(root, source, other):
     from tcrformer.chapters.claims.digest import code_digest, combined
 
-    package = tmp_path / name
-    package.mkdir()
+    package = root / "digest_demo"
+    package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "rule.py").write_text(source)
-    sys.path.insert(0, str(tmp_path))
+    (package / "other.py").write_text(other)
+    sys.path.insert(0, str(root))
     try:
-        module = importlib.import_module(f"{name}.rule")
-        return combined(code_digest([module.decides], package=name))
+        module = importlib.import_module("digest_demo.rule")
+        return combined(code_digest([module.decides], package="digest_demo"))
     finally:
-        sys.path.remove(str(tmp_path))
-        for loaded in (f"{name}.rule", name):
+        sys.path.remove(str(root))
+        for loaded in ("digest_demo.rule", "digest_demo.other", "digest_demo"):
             sys.modules.pop(loaded, None)
 
 
 EDITS_KEEP = {
     "comment": ("# a comment", "# another comment, longer"),
     "docstring": ('"""Docstring."""', '"""Another docstring."""'),
-    "layout": ("return helper(x) < LIMIT", "return (helper(x)\n            < LIMIT)"),
+    "layout": ("return helper(scale(x)) < LIMIT", "return (helper(scale(x))\n            < LIMIT)"),
     "unrelated": ("return x + 1", "return x + 2"),
 }
 EDITS_CHANGE = {
-    "operator": ("helper(x) < LIMIT", "helper(x) <= LIMIT"),
+    "operator": ("helper(scale(x)) < LIMIT", "helper(scale(x)) <= LIMIT"),
     "helper": ("return x * 2", "return x * 3"),
     "constant": ("LIMIT = 0.05", "LIMIT = 0.06"),
+    "imported": ("return x / 10", "return x / 100"),
 }
 
 
-@pytest.mark.parametrize(("edit", "keeps"), [(k, True) for k in EDITS_KEEP]
-                         + [(k, False) for k in EDITS_CHANGE])  # fmt: skip
+@pytest.mark.parametrize(
+    ("edit", "keeps"), [(k, True) for k in EDITS_KEEP] + [(k, False) for k in EDITS_CHANGE]
+)
 def test_digest_follows_what_decides_and_nothing_else(tmp_path, edit, keeps):
     old, new = {**EDITS_KEEP, **EDITS_CHANGE}[edit]
-    assert old in MODULE
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    before = _digest(tmp_path / "a", "digest_demo", MODULE)
-    after = _digest(tmp_path / "b", "digest_demo", MODULE.replace(old, new))
+    assert (old in MODULE) != (old in OTHER)
+    before = _digest(tmp_path / "a", MODULE, OTHER)
+    after = _digest(tmp_path / "b", MODULE.replace(old, new), OTHER.replace(old, new))
     assert (before == after) is keeps

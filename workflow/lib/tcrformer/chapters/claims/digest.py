@@ -1,9 +1,11 @@
 """The registration's code digest at the level of the functions that decide (claims v4,
 docs/claims_v4_design.md, section 5).
 
-From each entry point the digest follows what the function references, through its globals
-and the attributes of modules it names, staying inside `package`: functions (recursively)
-and module-level constants. A function is hashed as the AST of its source with docstrings
+From each entry point the digest follows what the function references, through its globals,
+the names it imports inside its body and the attributes of modules it names, staying inside
+`package`: functions (recursively) and module-level constants. Methods called on objects
+(model.decode) are not followed: the model's code is the arm's, fixed by its recipe and the
+numerics fingerprint. A function is hashed as the AST of its source with docstrings
 removed, so comments, blank lines and formatting do not count; a constant by its repr.
 Registries of functions (a dict of functions) are named, never followed: a claim's digest
 names the entries it uses, so one claim's metric changing marks only that claim.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import inspect
 import textwrap
 import types
@@ -50,9 +53,26 @@ def function_tree(function: Callable) -> ast.AST:
     return _without_docstrings(ast.parse(source))
 
 
+def _local_imports(tree: ast.AST, package: str) -> dict[str, object]:
+    """Names bound by imports inside the function (`from package.x import y`), resolved."""
+    found: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == package or node.module.startswith(package + "."):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if hasattr(module, alias.name):
+                        found[alias.asname or alias.name] = getattr(module, alias.name)
+                    else:  # a submodule
+                        submodule = node.module + "." + alias.name
+                        found[alias.asname or alias.name] = importlib.import_module(submodule)
+    return found
+
+
 def _referenced(tree: ast.AST, function: Callable, package: str):
-    """(name, object) pairs the function's body reads: globals, and module.attribute."""
-    scope = getattr(function, "__globals__", {})
+    """(name, object) pairs the function's body reads: globals, names it imports itself,
+    and module.attribute."""
+    scope = {**getattr(function, "__globals__", {}), **_local_imports(tree, package)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in scope:
             yield node.id, scope[node.id]

@@ -143,20 +143,7 @@ def exact_binomial_interval(k: int, n: int, confidence: float = 0.95) -> tuple[f
     return float(found.low), float(found.high)
 
 
-def binary_power(n: int, p10: float, p01: float, margin: float, level: float) -> float:
-    """P(paired_binary_p <= level) when the seeds' outcomes are +1, -1, 0 with p10, p01 and
-    the rest: the power the plan reads, by enumeration (no simulation)."""
-    b, c, log_coef = _outcomes(n)
-    p00 = 1.0 - p10 - p01
-    log_p = log_coef + special.xlogy(b, p10) + special.xlogy(c, p01)
-    probability = np.exp(log_p + special.xlogy(n - b - c, p00))
-    rejects = np.array([paired_binary_p(int(i), int(j), n, margin, "greater") <= level
-                        for i, j in zip(b, c, strict=True)])  # fmt: skip
-    return float(probability[rejects].sum())
-
-
 __all__ = [
-    "binary_power",
     "exact_binomial_interval",
     "holm",
     "mcnemar_exact_p",
