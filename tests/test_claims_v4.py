@@ -166,6 +166,51 @@ def test_agreement_splits_ties_and_leaves_out_rows_without_a_top_residue():
     assert mass_on_top(attention, importance) == pytest.approx((0.5 + 0.4) / 2)
 
 
+def _reverser(length):
+    """A model that reverses by construction: step t puts its mass on source letter
+    L - 1 - t (then <eos>), so occluding that residue, and only it, costs log-probability."""
+    import torch
+
+    from tcrformer.training.data import EOS as END
+    from tcrformer.training.data import VOCAB_SIZE
+
+    class Reverser(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, src, tgt_in, src_mask, tgt_mask):
+            logits = torch.zeros(*tgt_in.shape, VOCAB_SIZE)
+            for t in range(tgt_in.size(1)):
+                token = src[:, length - 1 - t] if t < length else torch.full_like(src[:, 0], END)
+                logits[torch.arange(src.size(0)), t, token] = 6.0
+            return logits
+
+    return Reverser()
+
+
+@pytest.mark.parametrize(("shift", "verdict"), [(0, REFUTED), (1, SUPPORTED)])
+def test_attention_controls_through_v3s_occlusion_on_a_model(shift, verdict):
+    # Positive (shift 0): attention one-hot on the residue the model reads; negative
+    # (shift 1): on its neighbour. Importance comes from v3's occlusion code itself.
+    torch = pytest.importorskip("torch")
+    from tcrformer.training.attribution import importance
+    from tcrformer.training.data import random_batch
+
+    length, values = 10, []
+    for seed in range(SEEDS):
+        src, tgt = random_batch(16, length, length, torch.Generator().manual_seed(seed))
+        steps = torch.arange(length)
+        read = length - 1 - steps  # the source position step t reads
+        attention = torch.zeros(src.size(0), length, length, dtype=torch.float64)
+        attention[:, steps, (read + shift) % length] = 1.0
+        found = importance(_reverser(length), src, tgt)[:, :length, :length]  # residue steps
+        values.append(top1_agreement(attention.reshape(-1, length).numpy(),
+                                     found.reshape(-1, length).numpy()))  # fmt: skip
+    assert values == [1.0 - shift] * SEEDS
+    assert verdict_alone(np.array(values), 0.5, "less") == verdict
+
+
 # Beam: net wins, controls on a toy model -------------------------------------------------------
 
 torch = pytest.importorskip("torch")
