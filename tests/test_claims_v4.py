@@ -46,21 +46,23 @@ def test_paired_binary_gives_the_issues_worst_case_for_v3_warmup():
     assert exact.paired_binary_p(7, 0, 8, 0.25, "greater") == pytest.approx(0.029, abs=5e-4)
 
 
-def _exact_size(n, margin, level, p01):
-    """P(reject) at one null point p10 = p01 + margin, by enumeration of every outcome."""
+def _exact_size(n, margin, level, p10, p01):
+    """P(reject H0: p10 - p01 <= margin) at one null point, by enumeration of every outcome."""
     total = 0.0
     for b in range(n + 1):
         for c in range(n + 1 - b):
             if exact.paired_binary_p(b, c, n, margin, "greater") <= level:
-                total += stats.multinomial.pmf(
-                    [b, c, n - b - c], n, [p01 + margin, p01, 1 - 2 * p01 - margin]
-                )
+                total += stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
     return total
 
 
-@pytest.mark.parametrize("p01", [0.0, 0.1, 0.25, 0.375])
-def test_paired_binary_test_keeps_its_level_on_the_null_boundary(p01):
-    assert _exact_size(8, 0.25, 0.05, p01) <= 0.05 + 1e-12
+@pytest.mark.parametrize(
+    ("p10", "p01"),
+    [(0.25, 0.0), (0.35, 0.1), (0.5, 0.25), (0.625, 0.375), (0.2, 0.2), (0.1, 0.3)],
+)
+def test_paired_binary_test_keeps_its_level_on_and_inside_the_null(p10, p01):
+    # the boundary p10 - p01 = 0.25 (first four) and inside the null (last two)
+    assert _exact_size(8, 0.25, 0.05, p10, p01) <= 0.05 + 1e-12
 
 
 def test_paired_binary_rejects_a_clear_effect_and_keeps_a_null():
