@@ -367,3 +367,15 @@ def test_digest_follows_what_decides_and_nothing_else(tmp_path, edit, keeps):
     before = _digest(tmp_path / "a", MODULE, OTHER)
     after = _digest(tmp_path / "b", MODULE.replace(old, new), OTHER.replace(old, new))
     assert (before == after) is keeps
+
+
+def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbours():
+    pytest.importorskip("torch")
+    from tcrformer.chapters.claims.digest import code_digest
+    from tcrformer.training import measures
+
+    reached = code_digest([measures.beam_metrics])
+    names = {name.rsplit(".", 1)[-1] for name in reached}
+    assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode"} <= names
+    assert {"EOS", "BOS", "PAD"} <= names  # the constants it reads
+    assert not {"calibration", "head_ablations", "curve_metrics"} & names  # same module
