@@ -124,6 +124,20 @@ def seeds_needed(margin: float, direction: str, sd: float, level: float) -> int:
     return MAX_SEEDS
 
 
+def binary_power(n: int, p10: float, p01: float, margin: float, level: float) -> float:
+    """Power of claims v4's exact paired-binary test (chapters/claims/exact.py) at `level`
+    when each seed is +1, -1 or 0 with p10, p01 and the rest: by enumeration of every
+    outcome, no simulation."""
+    from tcrformer.chapters.claims.exact import paired_binary_p
+
+    power = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if paired_binary_p(b, c, n, margin, "greater") <= level:
+                power += stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
+    return float(power)
+
+
 def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
     experiments = [c for c in claims if c["kind"] == "experiment"]
     level = alpha / len(experiments)  # the worst Holm step

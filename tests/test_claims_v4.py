@@ -1,0 +1,381 @@
+"""Claims v4's pure pieces (docs/claims_v4_design.md): the exact tests, the two redesigned
+metrics with their positive and negative controls, and the function-level code digest."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tcrformer.chapters.claims import exact, protocol
+from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
+from tcrformer.chapters.claims.v4_metrics import (
+    beam_outcomes,
+    mass_on_top,
+    top1_agreement,
+    verdict_alone,
+)
+
+# The exact tests --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("margin", [-0.2, 0.0, 0.3])
+def test_scipy_sign_flip_is_v3s_hand_written_one(margin):
+    d = np.random.default_rng(3).normal(0.1, 0.4, size=8)
+    signs = protocol.sign_vectors(8)
+    assert exact.sign_flip_p(d, margin, "greater") == pytest.approx(
+        protocol.p_above(d, margin, signs)
+    )
+    assert exact.sign_flip_p(d, margin, "less") == pytest.approx(protocol.p_below(d, margin, signs))
+
+
+@pytest.mark.parametrize(("n", "margin"), [(8, 0.25), (10, 0.25), (6, 0.0), (9, -0.2)])
+def test_paired_binary_all_plus_is_the_most_extreme_outcome_at_most_discordance(n, margin):
+    # With every seed +1 only that outcome is as extreme; its probability is largest when
+    # p01 is largest on the boundary, p10 = (1 + m) / 2: the p-value is ((1 + m) / 2)^n.
+    assert exact.paired_binary_p(n, 0, n, margin, "greater") == pytest.approx(
+        ((1 + margin) / 2) ** n
+    )
+
+
+def test_paired_binary_gives_the_issues_worst_case_for_v3_warmup():
+    # issue 45: v3's warmup (7 seeds +1, 1 tie, margin 0.25) has worst-case exact p 0.029.
+    assert exact.paired_binary_p(7, 0, 8, 0.25, "greater") == pytest.approx(0.029, abs=5e-4)
+
+
+def _exact_size(n, margin, level, p10, p01):
+    """P(reject H0: p10 - p01 <= margin) at one null point, by enumeration of every outcome."""
+    total = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if exact.paired_binary_p(b, c, n, margin, "greater") <= level:
+                total += stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
+    return total
+
+
+@pytest.mark.parametrize(
+    ("p10", "p01"),
+    [(0.25, 0.0), (0.35, 0.1), (0.5, 0.25), (0.625, 0.375), (0.2, 0.2), (0.1, 0.3)],
+)
+def test_paired_binary_test_keeps_its_level_on_and_inside_the_null(p10, p01):
+    # the boundary p10 - p01 = 0.25 (first four) and inside the null (last two)
+    assert _exact_size(8, 0.25, 0.05, p10, p01) <= 0.05 + 1e-12
+
+
+def test_paired_binary_rejects_a_clear_effect_and_keeps_a_null():
+    assert exact.paired_binary_p(12, 0, 12, 0.25, "greater") <= 0.005  # 0.625^12
+    assert exact.paired_binary_p(3, 3, 10, 0.0, "greater") > 0.5
+    assert exact.paired_binary_p(0, 9, 10, 0.25, "less") <= 0.005  # refuted side
+    assert exact.paired_binary_p(2, 5, 10, 0.1, "less") == exact.paired_binary_p(
+        5, 2, 10, -0.1, "greater"
+    )
+
+
+def test_binary_power_by_enumeration():
+    from tools.claims_power import binary_power
+
+    # Every seed +1 for sure: the only outcome has p 0.625^8 = 0.0233 at margin 0.25.
+    assert binary_power(8, 1.0, 0.0, 0.25, 0.025) == pytest.approx(1.0)
+    assert binary_power(8, 1.0, 0.0, 0.25, 0.02) == 0.0
+    assert 0 < binary_power(8, 0.75, 0.0, 0.25, 0.05) < 1
+
+
+def test_mcnemar_is_the_binomial_split_of_the_discordant_seeds():
+    assert exact.mcnemar_exact_p(7, 0) == pytest.approx(2**-7)
+    assert exact.mcnemar_exact_p(0, 0) == 1.0
+    assert exact.mcnemar_exact_p(5, 3) == pytest.approx(stats.binom.sf(4, 8, 0.5))
+
+
+def test_holm_and_the_exact_binomial_interval():
+    assert exact.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
+    assert exact.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
+    low, high = exact.exact_binomial_interval(0, 10)
+    assert low == 0 and high == pytest.approx(1 - 0.025 ** (1 / 10))
+
+
+# Attention: top-1 agreement, controls -----------------------------------------------------------
+
+ROWS, RESIDUES, SEEDS = 300, 12, 8
+
+
+def _importance(rng):
+    """One residue per row matters (1 to 3 nats); the others are near-zero noise."""
+    importance = np.abs(rng.normal(0, 0.01, (ROWS, RESIDUES)))
+    top = rng.integers(RESIDUES, size=ROWS)
+    importance[np.arange(ROWS), top] = rng.uniform(1, 3, ROWS)
+    return importance, top
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _seed_values(make_attention):
+    values = []
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        importance, top = _importance(rng)
+        values.append(top1_agreement(make_attention(rng, importance, top), importance))
+    return np.array(values)
+
+
+def test_attention_that_is_importance_by_construction_is_not_supported():
+    values = _seed_values(
+        lambda rng, imp, top: _softmax(imp / 0.3) + rng.uniform(0, 0.01, imp.shape)
+    )
+    assert values.min() > 0.9
+    assert verdict_alone(values, 0.5, "less") == REFUTED
+
+
+def test_attention_independent_of_importance_is_supported():
+    def elsewhere(rng, importance, top):
+        attention = rng.dirichlet(np.ones(RESIDUES), ROWS)
+        attention[np.arange(ROWS), rng.integers(RESIDUES, size=ROWS)] += 5.0
+        return attention
+
+    values = _seed_values(elsewhere)
+    assert values.max() < 0.3
+    assert verdict_alone(values, 0.5, "less") == SUPPORTED
+
+
+def test_v3s_rank_correlation_fails_where_top1_agreement_does_not():
+    # Both peaked on the same residue, the rest independent noise near zero: v3's Spearman
+    # is driven by the near-zero ranks and says "not importance"; top-1 says it is.
+    from tcrformer.training.attribution import spearman_rows
+
+    rhos, agreement = [], []
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        importance, top = _importance(rng)
+        attention = rng.uniform(0, 0.02, (ROWS, RESIDUES))
+        attention[np.arange(ROWS), top] = 0.8
+        rhos.append(np.nanmean(spearman_rows(attention, importance)))
+        agreement.append(top1_agreement(attention, importance))
+    assert verdict_alone(np.array(rhos), 0.5, "less") == SUPPORTED  # v3's metric, fooled
+    assert verdict_alone(np.array(agreement), 0.5, "less") == REFUTED
+
+
+def test_agreement_splits_ties_and_leaves_out_rows_without_a_top_residue():
+    attention = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
+    importance = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1e-4], [0.0, 2.0, 2.0]])
+    # row 1: attention ties on {0, 1}, importance top {0}: 1/2; row 2 left out (below 1e-3);
+    # row 3: attention top {2}, importance ties {1, 2}: 1/2.
+    assert top1_agreement(attention, importance) == pytest.approx(0.5)
+    assert mass_on_top(attention, importance) == pytest.approx((0.5 + 0.4) / 2)
+
+
+def _reverser(length):
+    """A model that reverses by construction: step t puts its mass on source letter
+    L - 1 - t (then <eos>), so occluding that residue, and only it, costs log-probability."""
+    import torch
+
+    from tcrformer.training.data import EOS as END
+    from tcrformer.training.data import VOCAB_SIZE
+
+    class Reverser(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, src, tgt_in, src_mask, tgt_mask):
+            logits = torch.zeros(*tgt_in.shape, VOCAB_SIZE)
+            for t in range(tgt_in.size(1)):
+                token = src[:, length - 1 - t] if t < length else torch.full_like(src[:, 0], END)
+                logits[torch.arange(src.size(0)), t, token] = 6.0
+            return logits
+
+    return Reverser()
+
+
+@pytest.mark.parametrize(("shift", "verdict"), [(0, REFUTED), (1, SUPPORTED)])
+def test_attention_controls_through_v3s_occlusion_on_a_model(shift, verdict):
+    # Positive (shift 0): attention one-hot on the residue the model reads; negative
+    # (shift 1): on its neighbour. Importance comes from v3's occlusion code itself.
+    torch = pytest.importorskip("torch")
+    from tcrformer.training.attribution import importance
+    from tcrformer.training.data import random_batch
+
+    length, values = 10, []
+    for seed in range(SEEDS):
+        src, tgt = random_batch(16, length, length, torch.Generator().manual_seed(seed))
+        steps = torch.arange(length)
+        read = length - 1 - steps  # the source position step t reads
+        attention = torch.zeros(src.size(0), length, length, dtype=torch.float64)
+        attention[:, steps, (read + shift) % length] = 1.0
+        found = importance(_reverser(length), src, tgt)[:, :length, :length]  # residue steps
+        values.append(top1_agreement(attention.reshape(-1, length).numpy(),
+                                     found.reshape(-1, length).numpy()))  # fmt: skip
+    assert values == [1.0 - shift] * SEEDS
+    assert verdict_alone(np.array(values), 0.5, "less") == verdict
+
+
+# Beam: net wins, controls on a toy model -------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+VOCAB, BOS, EOS, PAD, FLOOR = 23, 1, 2, 0, 1e-12
+TRAP, EASY, LOSE = 3, 4, 5  # the source's first token says which table the toy reads
+
+
+def _table(kind: int, prefix: tuple[int, ...]) -> np.ndarray:
+    """The toy's next-token distribution given the source's kind and the output so far."""
+    p = np.full(VOCAB, FLOOR)
+    residues = np.arange(3, VOCAB)
+    if kind == TRAP:  # greedy takes a (0.6) and then has 20 ways at 0.05: beam finds b <eos>
+        if prefix == ():
+            p[3], p[4] = 0.6, 0.4
+        elif prefix == (3,):
+            p[residues] = 0.05
+        else:
+            p[EOS] = 1.0
+    elif kind == EASY:  # position-dependent only: greedy is exactly optimal
+        if len(prefix) < 3:
+            p[residues] = 0.5 / 19
+            p[5] = 0.5
+        else:
+            p[EOS] = 1.0
+    else:  # LOSE: greedy's prefix a is pushed out of a width-2 beam by b's two continuations
+        if prefix == ():
+            p[3], p[4], p[5] = 0.4, 0.3, 0.3
+        elif prefix == (3,):
+            p[residues] = 0.9 / 19
+            p[6] = 0.1
+        elif prefix[:1] == (3,):
+            p[EOS] = 1.0
+        elif prefix == (4,):
+            p[7], p[8] = 0.5, 0.5
+        else:
+            p[residues] = 0.05
+    return np.log(p / p.sum())
+
+
+class Toy(torch.nn.Module):
+    """encode/decode as the project's encoder-decoders, reading `_table`."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(1))
+
+    def encode(self, src, src_mask):
+        return src.double().unsqueeze(-1)
+
+    def decode(self, tgt_in, memory, src_mask, tgt_mask):
+        kinds = memory[:, 0, 0].long().tolist()
+        rows = [[_table(kind, tuple(row[1 : t + 1])) for t in range(len(row))]
+                for kind, row in zip(kinds, tgt_in.tolist(), strict=True)]  # fmt: skip
+        return torch.tensor(np.array(rows))
+
+
+def _net_wins(kinds, width):
+    from tcrformer.models.decoding import beam_search, sequence_log_prob
+    from tcrformer.models.transformer import greedy_decode
+    from tcrformer.training.measures import same_through_eos
+
+    model, src = Toy(), torch.tensor([[k, k] for k in kinds])
+    greedy = greedy_decode(model, src, max_len=4, bos=BOS, eos=EOS, pad_idx=PAD)
+    beam, _ = beam_search(model, src, 4, BOS, EOS, width, PAD)
+    return beam_outcomes(sequence_log_prob(model, src, greedy, EOS, PAD).numpy(),
+                         sequence_log_prob(model, src, beam, EOS, PAD).numpy(),
+                         same_through_eos(greedy, beam).numpy())  # fmt: skip
+
+
+def test_beam_wins_where_greedy_is_provably_suboptimal():
+    found = _net_wins([TRAP, EASY] * 4, width=4)
+    assert (found["wins"], found["losses"], found["ties"]) == (4, 0, 4)
+    seeds = [found["net_wins"]] * SEEDS  # every synthetic seed alike: 0.5 net wins
+    assert (
+        verdict_alone(np.array(seeds) + np.linspace(0, 1e-3, SEEDS), 0.01, "greater") == SUPPORTED
+    )
+
+
+def test_beam_ties_where_greedy_is_optimal():
+    found = _net_wins([EASY] * 8, width=4)
+    assert (found["wins"], found["losses"], found["net_wins"]) == (0, 0, 0.0)
+    assert verdict_alone(np.zeros(SEEDS), 0.01, "greater") == REFUTED
+
+
+def test_beam_can_lose_and_the_metric_counts_it():
+    found = _net_wins([LOSE] * 3, width=2)
+    assert (found["wins"], found["losses"]) == (0, 3)
+    assert found["net_wins"] == -1.0
+
+
+# The code digest, both directions ---------------------------------------------------------------
+
+MODULE = '''
+LIMIT = 0.05
+
+def helper(x):
+    return x * 2
+
+def decides(x):
+    """Docstring."""
+    from digest_demo.other import scale
+
+    return helper(scale(x)) < LIMIT  # a comment
+
+def unrelated(x):
+    return x + 1
+'''
+OTHER = """
+def scale(x):
+    return x / 10
+"""
+
+
+def _digest(root, source, other):
+    from tcrformer.chapters.claims.digest import code_digest, combined
+
+    package = root / "digest_demo"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "rule.py").write_text(source)
+    (package / "other.py").write_text(other)
+    sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module("digest_demo.rule")
+        return combined(code_digest([module.decides], package="digest_demo"))
+    finally:
+        sys.path.remove(str(root))
+        for loaded in ("digest_demo.rule", "digest_demo.other", "digest_demo"):
+            sys.modules.pop(loaded, None)
+
+
+EDITS_KEEP = {
+    "comment": ("# a comment", "# another comment, longer"),
+    "docstring": ('"""Docstring."""', '"""Another docstring."""'),
+    "layout": ("return helper(scale(x)) < LIMIT", "return (helper(scale(x))\n            < LIMIT)"),
+    "unrelated": ("return x + 1", "return x + 2"),
+}
+EDITS_CHANGE = {
+    "operator": ("helper(scale(x)) < LIMIT", "helper(scale(x)) <= LIMIT"),
+    "helper": ("return x * 2", "return x * 3"),
+    "constant": ("LIMIT = 0.05", "LIMIT = 0.06"),
+    "imported": ("return x / 10", "return x / 100"),
+}
+
+
+@pytest.mark.parametrize(
+    ("edit", "keeps"), [(k, True) for k in EDITS_KEEP] + [(k, False) for k in EDITS_CHANGE]
+)
+def test_digest_follows_what_decides_and_nothing_else(tmp_path, edit, keeps):
+    old, new = {**EDITS_KEEP, **EDITS_CHANGE}[edit]
+    assert (old in MODULE) != (old in OTHER)
+    before = _digest(tmp_path / "a", MODULE, OTHER)
+    after = _digest(tmp_path / "b", MODULE.replace(old, new), OTHER.replace(old, new))
+    assert (before == after) is keeps
+
+
+def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbours():
+    pytest.importorskip("torch")
+    from tcrformer.chapters.claims.digest import code_digest
+    from tcrformer.training import measures
+
+    reached = code_digest([measures.beam_metrics])
+    names = {name.rsplit(".", 1)[-1] for name in reached}
+    assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode"} <= names
+    assert {"EOS", "BOS", "PAD"} <= names  # the constants it reads
+    assert not {"calibration", "head_ablations", "curve_metrics"} & names  # same module
