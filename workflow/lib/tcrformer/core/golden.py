@@ -207,7 +207,8 @@ def _read_yaml(path: Path, named_by: Path) -> Any:
     except yaml.YAMLError as err:
         mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
         where = f"line {mark.line + 1}: " if mark else ""
-        raise GoldenFileError(f"{path}: not valid YAML ({where}{problem or 'unreadable'})") from None
+        problem = problem or "unreadable"
+        raise GoldenFileError(f"{path}: not valid YAML ({where}{problem})") from None
 
 
 def load_bands(golden_path: Path, name: Any, budget: float | None) -> dict[str, dict]:
