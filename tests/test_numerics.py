@@ -12,10 +12,11 @@ must still give it.
 from __future__ import annotations
 
 import json
+import platform
 
 import pytest
 
-from tcrformer.core import blas, numerics
+from tcrformer.core import blas, cpuid, numerics
 from tcrformer.core.config import ConfigError
 
 from conftest import ROOT, run_fingerprint
@@ -70,6 +71,17 @@ def test_the_two_rank_fingerprint_holds_here_even_in_a_hostile_environment():
     assert first_different is None, f"the losses differ from step {first_different} on"
     assert ours["weights_sha256"] == two["weights_sha256"]
     assert two["losses_float32_hex"] != FINGERPRINT["losses_float32_hex"]  # not 1 rank's
+
+
+@needs_avx2
+def test_the_short_fingerprint_of_the_emulated_cpus_holds_here():
+    """The 3 steps tests/test_emulated_cpus.py runs under QEMU's AVX2-only models: also
+    on every real machine, so that one that fails there fails for the emulated CPU."""
+    short = FINGERPRINT["emulated"]
+    ours = run_fingerprint("--steps", str(short["steps"]), "--batch-size",
+                           str(short["batch_size"]), "--ranks", str(short["ranks"]))  # fmt: skip
+    assert ours["losses_float32_hex"] == short["losses_float32_hex"]
+    assert ours["weights_sha256"] == short["weights_sha256"]
 
 
 @needs_avx2
@@ -172,9 +184,36 @@ def test_bad_numerics_settings_name_their_key(section, key):
 def test_cpu_info_reads_the_model_and_the_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("model name\t: Test CPU 9000\nflags\t\t: fpu avx avx2 fma avx512f\n")
-    info = numerics.cpu_info(cpuinfo)
+    info = numerics.cpu_info(cpuinfo, ask=lambda: None)  # no cpuid: /proc/cpuinfo alone
     assert info["model"] == "Test CPU 9000"
     assert info["flags"] == ["avx", "avx2", "avx512f", "fma"]
+
+
+def test_cpu_info_believes_cpuid_over_the_hosts_cpuinfo(tmp_path):
+    """Under QEMU /proc/cpuinfo is the host's, cpuid the emulated CPU's: the libraries
+    dispatch on cpuid, and so does the record."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: Host Xeon\nflags\t\t: avx avx2 fma avx512f avx512bw "
+                       "avx512_vnni amx_tile amx_int8 sse2\n")  # fmt: skip
+    rome = {"vendor": "AuthenticAMD", "model": "AMD EPYC-Rome Processor",
+            "features": {"avx", "avx2", "fma"}}  # fmt: skip
+    info = numerics.cpu_info(cpuinfo, ask=lambda: rome)
+    assert info["model"] == "AMD EPYC-Rome Processor"
+    assert info["flags"] == ["avx", "avx2", "fma"] and "sse2" in info["all_flags"]
+    nehalem = {**rome, "model": "Nehalem", "features": set()}
+    assert not numerics.portable_supported(numerics.cpu_info(cpuinfo, ask=lambda: nehalem))[0]
+
+
+def test_cpuid_answers_on_this_cpu():
+    """The machine code runs (x86-64 Linux) and confirms what the kernel says of a real CPU
+    (the kernel may hide a feature cpuid has, never show one it lacks)."""
+    answer = cpuid.ask()
+    if platform.machine() != "x86_64":
+        assert answer is None
+        return
+    assert answer["vendor"] in ("GenuineIntel", "AuthenticAMD") and answer["model"]
+    proc = numerics.cpu_info(ask=lambda: None)
+    assert cpuid.FEATURES.keys() & proc["all_flags"] <= answer["features"]
 
 
 def test_the_report_header_names_the_ranks_a_training_ran_on():

@@ -149,6 +149,7 @@ def test_every_product_gives_the_committed_bits():
     differ = [name for name in committed if ours["products"][name] != committed[name]]
     assert not differ, f"other bits than committed in {differ}"
     assert set(ours["products"]) == set(committed)
+    assert ours["torch_product"] == FINGERPRINT["products"]["torch_product"]["sha256"]
 
 
 @needs_avx2

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcrformer.core import blas
+from tcrformer.core import blas, cpuid
 from tcrformer.core.config import ConfigError
 
 MODES = ("portable", "native")
@@ -123,8 +123,15 @@ class Pinned:
     notice: str = ""  # why portable mode's products fell back to MKL COMPATIBLE, if they did
 
 
-def cpu_info(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
-    """The CPU's model name and the instruction-set flags that decide the numerics."""
+def cpu_info(
+    cpuinfo: str | Path = "/proc/cpuinfo", ask: Callable[[], dict | None] = cpuid.ask
+) -> dict[str, Any]:
+    """The CPU's model name and the instruction-set flags that decide the numerics.
+
+    /proc/cpuinfo's, as the `cpuid` instruction confirms them (`ask`: core.cpuid.ask, or a
+    test's stand-in): the model is cpuid's brand string, and a flag it denies is dropped. They
+    differ under an emulator, where /proc/cpuinfo is the host's and cpuid the emulated
+    CPU's, which is the one the libraries dispatch on."""
     model, flags = platform.processor() or "unknown", set()
     try:
         text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
@@ -136,6 +143,9 @@ def cpu_info(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
             model = value.strip()
         elif name.strip() == "flags" and not flags:
             flags = set(value.split())
+    asked = ask()
+    if asked:
+        model, flags = asked["model"] or model, cpuid.confirmed(flags, asked)
     shown = sorted(
         f for f in flags if f in {"avx", "avx2", "fma"} or f.startswith(("avx512", "amx"))
     )

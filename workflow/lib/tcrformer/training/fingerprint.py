@@ -12,7 +12,13 @@ tests/golden/numerics_fingerprint.json.
 
 prints instead the sha256 of every matrix product of PRODUCT_CASES (forward, and the
 gradients of every input): the model's own shapes and the edge cases of a kernel's
-blocking, on exact inputs (integers over a power of two).
+blocking, on exact inputs (integers over a power of two); and `torch_product`, the sha256
+of one product torch computes itself, in MKL.
+
+    python -m tcrformer.training.fingerprint --config config/config.yaml --torch-product
+
+prints that hash alone: with `--mode native` and MKL_CBWR unset it is MKL's own choice of
+code path for this CPU, which tests/test_emulated_cpus.py shows differs from CPU to CPU.
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ from tcrformer.core.config import apply_receptor
 
 
 def fingerprint(
-    config: dict[str, Any], steps: int, seed: int | None = None, ranks: int = 1
-) -> dict[str, Any]:
+    config: dict[str, Any], steps: int, seed: int | None = None, ranks: int = 1,
+    batch_size: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
-    return short_run(config, steps, pin_from_config(config), seed, ranks)
+    return short_run(config, steps, pin_from_config(config), seed, ranks, batch_size)
 
 
 def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
@@ -49,7 +56,7 @@ def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
 
 def short_run(
     config: dict[str, Any], steps: int, pinned: numerics.Pinned, seed: int | None = None,
-    ranks: int = 1,
+    ranks: int = 1, batch_size: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The fingerprint of a process whose numerics are already `pinned`."""
     from tcrformer.training.loop import train
@@ -59,6 +66,8 @@ def short_run(
     changes: dict[str, Any] = {"steps": steps, "device": "cpu", "log_every": steps}
     if seed is not None:
         changes["seed"] = seed
+    if batch_size is not None:
+        changes["batch_size"] = batch_size
     recipe = with_overrides(recipe_from_config(config["reversal"]), **changes)
     trained = train(recipe, ranks=ranks)
     with tempfile.TemporaryDirectory() as folder:
@@ -70,6 +79,7 @@ def short_run(
         "steps": steps,
         "seed": recipe.seed,
         "ranks": ranks,
+        "batch_size": recipe.batch_size,
         "losses_float32_hex": [float(x).hex() for x in losses],
         "last_loss": float(losses[-1]),
         "losses_sha256": hashlib.sha256(losses.tobytes()).hexdigest(),
@@ -148,6 +158,19 @@ def products_fingerprint() -> dict[str, str]:
     return hashes
 
 
+# Torch's own product (m, k) @ (k, n), in MKL: in portable mode under MKL_CBWR=COMPATIBLE,
+# what still calls MKL (and every product of the fallback) runs like this.
+TORCH_PRODUCT = (512, 300, 200)
+
+
+def torch_product() -> str:
+    """sha256 of torch's own float32 (m, k) @ (k, n) on exact inputs: MKL, on the branch this
+    process's MKL_CBWR names (its automatic dispatch when unset)."""
+    m, k, n = TORCH_PRODUCT
+    a, b = exact_inputs([(m, k), (k, n)], 0)
+    return hashlib.sha256((a @ b).numpy().tobytes()).hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="a config YAML (config/config.yaml)")
@@ -155,16 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="replace reversal.seed")
     parser.add_argument("--mode", choices=numerics.MODES, help="replace numerics.mode")
     parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks")
+    parser.add_argument("--batch-size", type=int, help="replace reversal.batch_size")
     parser.add_argument("--products", action="store_true", help="the products' fingerprint")
+    parser.add_argument("--torch-product", action="store_true", help="torch's own product only")
     args = parser.parse_args(argv)
     config = apply_receptor(yaml.safe_load(Path(args.config).read_text(encoding="utf-8")))
     if args.mode:
         config["numerics"] = {**(config.get("numerics") or {}), "mode": args.mode}
-    if args.products:
+    if args.products or args.torch_product:
         pinned = pin_from_config(config)
-        result = {"products": products_fingerprint(), "numerics": numerics.describe(pinned)}
+        result = {"torch_product": torch_product(), "numerics": numerics.describe(pinned)}
+        if args.products:
+            result["products"] = products_fingerprint()
     else:
-        result = fingerprint(config, args.steps, args.seed, args.ranks)
+        result = fingerprint(config, args.steps, args.seed, args.ranks, args.batch_size)
     print(json.dumps(result, indent=2))
     return 0
 
