@@ -61,6 +61,7 @@ def tolerance_rule(entry: golden.GoldenEntry | None) -> tuple[golden.Tolerance, 
         "max": "a one-sided bound",
         "report-only": "report-only",
         golden.ENSEMBLE: "an ensemble band",
+        golden.PERCENTILE: "a place among the fitting seeds",
     }[tolerance.kind]
     return EXACT, f"exact: golden {tolerance.kind} is {why}"
 
