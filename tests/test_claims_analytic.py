@@ -11,7 +11,7 @@ from tcrformer.chapters.claims.analytic import (
     cosine_by_distance,
     derangement,
     first_rise,
-    fit_exponent,
+    growth_exponent,
     permutation_error,
     relative_position_fit,
     rotation_residual,
@@ -122,13 +122,13 @@ def test_first_rise():
     assert first_rise([1]) is None
 
 
-def test_fit_exponent_recovers_a_square_law():
+def test_the_growth_exponent_recovers_a_square_law():
     lengths = np.array([16, 32, 64, 128, 256])
-    assert fit_exponent(lengths, 3 * lengths**2.0) == pytest.approx(2.0, abs=1e-12)
+    assert growth_exponent(lengths, 3 * lengths**2.0) == pytest.approx(2.0, abs=1e-12)
     mixed = np.where(lengths < 64, 1.0, 3 * lengths**2.0)  # flat below 64
-    assert fit_exponent(lengths, mixed, min_length=64) == pytest.approx(2.0, abs=1e-12)
+    assert growth_exponent(lengths, mixed, min_length=64) == pytest.approx(2.0, abs=1e-12)
     with pytest.raises(ValueError, match="two lengths"):
-        fit_exponent(lengths, mixed, min_length=256)
+        growth_exponent(lengths, mixed, min_length=256)
 
 
 def test_attention_cost_reports_positive_numbers():

@@ -297,7 +297,6 @@ OFFLINE = re.compile(r"^def (fit|refit|validate|power|stratify|archive)\w*\(", r
 ENTRY_POINTS = {"training/worker.py", "training/fingerprint.py"}  # the pipeline runs them
 PIPELINE_NAMES = {  # names the offline pattern matches that rules do run
     "validation.py": "validate(config): the config check before any rule",
-    "chapters/claims/analytic.py": "fit_exponent: an analytic claim's measure",
 }
 
 

@@ -14,7 +14,7 @@ rotation_residual        the same claim with the exact rotation map, as a cross-
 cosine_by_distance       "the similarity of two position encodings falls as they move apart"
 first_rise               (helper) where, if anywhere, that similarity stops falling
 attention_cost           "attention costs O(L^2)": time and memory of one forward pass
-fit_exponent             (helper) the exponent of that growth, from a log-log fit
+growth_exponent             (helper) the exponent of that growth, from a log-log fit
 
 Shapes: n rows (residues, queries), m keys, d model width, L sequence length.
 """
@@ -232,7 +232,7 @@ def attention_cost(
     return rows
 
 
-def fit_exponent(lengths, values, min_length: int | None = None) -> float:
+def growth_exponent(lengths, values, min_length: int | None = None) -> float:
     """Slope of log(values) against log(lengths), by least squares: the p of values ~ L^p.
     Only lengths >= min_length take part when it is given."""
     lengths, values = np.asarray(lengths, dtype=float), np.asarray(values, dtype=float)

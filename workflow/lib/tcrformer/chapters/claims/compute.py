@@ -285,10 +285,10 @@ def claims_cost(settings: Settings, min_length: int) -> dict[str, Any]:
     return {
         "table": pd.DataFrame(rows),
         "summary": {
-            "memory_exponent": analytic.fit_exponent(
+            "memory_exponent": analytic.growth_exponent(
                 lengths, [r["allocated_bytes"] for r in rows], min_length
             ),
-            "time_exponent": analytic.fit_exponent(
+            "time_exponent": analytic.growth_exponent(
                 lengths, [r["seconds"] for r in rows], min_length
             ),
             "min_length": min_length,
