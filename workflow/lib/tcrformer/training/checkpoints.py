@@ -57,6 +57,12 @@ def load_checkpoint(path: Path, run: Any) -> None:
         raise ResultFileError(f"{path}: checkpoint does not fit the model ({err})") from None
 
 
+def snapshot_path(directory: str | Path, recipe: Recipe, step: int) -> Path:
+    """The weights after `step` (Recipe.snapshot_steps), beside the run's checkpoint: a
+    resumed run keeps the snapshots it had written."""
+    return Path(directory) / recipe.fingerprint() / f"step{step}.safetensors"
+
+
 def discard_checkpoints(checkpoint_dir: str | Path, recipe: Recipe) -> None:
     """After a finished run its checkpoint has served; remove it (and its folder if empty)."""
     path = checkpoint_path(checkpoint_dir, recipe)

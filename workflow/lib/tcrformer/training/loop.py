@@ -30,9 +30,10 @@ from tcrformer.training.checkpoints import (
     discard_checkpoints,
     load_checkpoint,
     save_checkpoint,
+    snapshot_path,
 )
 from tcrformer.training.data import PAD, TrainingStrings, derive_seed
-from tcrformer.training.model import build_model, with_gru_size
+from tcrformer.training.model import build_model, save_model, with_gru_size
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
 from tcrformer.training.shard import SOLO, Shard
@@ -272,6 +273,9 @@ def train_rank(
             progress.log(step, run.losses[step - 1].item(), lr)
         if ckpt is not None and step % recipe.checkpoint_every == 0 and step < recipe.steps:
             save_checkpoint(ckpt, run)  # every rank calls it; the first rank writes
+        if checkpoint_dir and shard.leads and step in recipe.snapshot_steps:
+            path = snapshot_path(checkpoint_dir, recipe, step)
+            save_model(path, run.model, recipe.architecture())
         if on_step is not None and shard.leads:
             on_step(step)
         if on_loss is not None and shard.leads:

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from tcrformer.models.fast import Attention, FeedForward, record_attention
 from tcrformer.models.transformer import decoder_io, greedy_decode, make_masks
-from tcrformer.training.data import BOS, EOS, PAD, heldout_set
+from tcrformer.training.data import BOS, EOS, PAD, VOCAB_SIZE, heldout_set
 from tcrformer.training.model import build_model
 
 FINAL_STEPS = 100  # the final loss: the mean of the last steps
@@ -298,11 +298,16 @@ def init_scale(ratios) -> float:
     return float(np.mean(np.abs(np.log2(np.asarray(ratios, float)))))
 
 
+def initial_model(recipe) -> nn.Module:
+    """The seed's weights at step 0, in eval mode."""
+    torch.manual_seed(recipe.seed)
+    return build_model(recipe.architecture(), recipe.impl, init=recipe.init).eval()
+
+
 def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:
     """At step 0 (the seed's initial weights), eval mode, one batch: RMS of every attention
     and feed-forward sub-layer's output over the RMS of its input."""
-    torch.manual_seed(recipe.seed)
-    model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).eval()
+    model = initial_model(recipe)
     ratios: list[float] = []
 
     def hook(module, inputs, output):
@@ -317,3 +322,55 @@ def activation_ratios(recipe, src: Tensor, tgt: Tensor) -> list[float]:
     for handle in handles:
         handle.remove()
     return ratios
+
+
+# Measures at weight snapshots, and how spiky attention is ---------------------------------
+
+EXCESS_STRINGS = 200  # held-out strings the eval-mode excess is measured on
+
+
+def eval_excess(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> float:
+    """The objective in eval mode (dropout off), teacher-forced on fixed strings, above its
+    label-smoothing floor: the loss training can still remove, without the dropout noise
+    that the training loss carries alike in every arm. A run that diverged gets the uniform
+    predictor's excess (ln V - floor: its loss under any target), the worst it can be judged,
+    so the value is always finite."""
+    from tcrformer.training.loop import batch_loss  # the loop's own objective
+    from tcrformer.training.schedule import label_smoothing_floor
+
+    floor = label_smoothing_floor(label_smoothing)
+    with torch.no_grad():
+        model.eval()
+        loss = float(batch_loss(model, src, tgt, label_smoothing))
+    worst = math.log(VOCAB_SIZE) - floor
+    return loss - floor if math.isfinite(loss) and loss - floor <= worst else worst
+
+
+def snapshot_models(recipe, checkpoint_dir):
+    """(step, model) for each of the recipe's snapshot steps, as training kept them."""
+    from tcrformer.training.checkpoints import snapshot_path
+    from tcrformer.training.model import load_model
+
+    for step in recipe.snapshot_steps:
+        model, _ = load_model(snapshot_path(checkpoint_dir, recipe, step), recipe.impl)
+        yield step, model
+
+
+def attention_entropy(model: nn.Module, src: Tensor) -> float:
+    """Mean entropy (nats) of the encoder's self-attention rows, over layers, heads, strings
+    and real query positions: low when the softmax is spiky (ln Ls when it is flat)."""
+    real = src != PAD  # (B, Ls)
+    entropies = []
+    with torch.no_grad(), record_attention(model):
+        model.eval()
+        model.encode(src, make_masks(src, src, PAD)[0])
+        for layer in model.encoder.layers:
+            p = layer.self_attn.attn.double()  # (B, h, Ls, Ls), 0 on padding keys
+            h = -(p * p.clamp_min(1e-300).log()).sum(-1)  # (B, h, Ls)
+            entropies.append(h.mean(1)[real])  # (real queries,)
+    return float(torch.cat(entropies).mean())
+
+
+def initial_attention_entropy(recipe, src: Tensor) -> float:
+    """attention_entropy of the seed's weights at step 0."""
+    return attention_entropy(initial_model(recipe), src)

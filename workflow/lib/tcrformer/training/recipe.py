@@ -97,6 +97,9 @@ class Host:
     device: str  # auto | cpu | cuda
     checkpoint_every: int
     log_every: int
+    # Steps whose weights are kept beside the checkpoint (training.checkpoints.snapshot_path),
+    # for measures taken at several points of one run (the claims' eval-mode excess).
+    snapshot_steps: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ SHAPES_BITS = ("task", "model", "optimiser", "runtime")
 # Fields added after v0.1.0: left out of the fingerprint at their defaults, so a recipe that
 # does not use them keeps the fingerprint (checkpoints, cache entries) it had.
 _ADDED_LATER = {"stress_step": 0, "stress_scale": 1.0}
+# Host fields added later: left out of a rule's params at their defaults, so a rule that does
+# not use them keeps the params it had (a changed param reruns a rule).
+_HOST_ADDED_LATER = {"snapshot_steps": ()}
 _TOP = ("name", "seed")  # the recipe's own fields; the seed seeds init, batches and dropout
 _OWNER = {f.name: record for record, kind in RECORDS.items() for f in fields(kind)}
 # What the model is beyond its sizes: saved with the weights only where not the paper's.
@@ -156,8 +162,11 @@ class Recipe:
     def from_params(cls, params: Mapping[str, Any]) -> Recipe:
         """The inverse of params() and training_params() (a rule's params, a rank's file)."""
         _known_fields(params)
+        values = {**params}
+        if "snapshot_steps" in values:  # a list in JSON and YAML
+            values["snapshot_steps"] = tuple(values["snapshot_steps"])
         records = {
-            record: kind(**{f.name: params[f.name] for f in fields(kind) if f.name in params})
+            record: kind(**{f.name: values[f.name] for f in fields(kind) if f.name in values})
             for record, kind in RECORDS.items()
         }
         return cls(name=params["name"], seed=params["seed"], **records)
@@ -192,6 +201,9 @@ class Recipe:
         flat = {}
         for record in records:
             flat.update(asdict(getattr(self, record)))
+        for key, default in _HOST_ADDED_LATER.items():
+            if key in flat and flat[key] == default:
+                del flat[key]
         return flat
 
     def fingerprint(self) -> str:

@@ -1,0 +1,92 @@
+"""Claims v4's measures of one run: weight snapshots, the eval-mode excess, attention's
+spikiness at step 0 (docs/claims_v4_design.md, answers 4 and 6 of its review)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tcrformer.training import measures
+from tcrformer.training.checkpoints import snapshot_path
+from tcrformer.training.data import PAD, VOCAB_SIZE
+from tcrformer.training.loop import train
+from tcrformer.training.model import load_model, state_dicts_equal
+from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
+from tcrformer.training.schedule import label_smoothing_floor
+
+from conftest import default_config
+
+TINY = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, steps=8, batch_size=8, warmup=4,
+            checkpoint_every=4, log_every=4, report_every=4, eval_n=20, device="cpu")  # fmt: skip
+
+
+def tiny(**changes) -> Recipe:
+    return with_overrides(recipe_from_config(default_config()["reversal"]), **{**TINY, **changes})
+
+
+def test_snapshots_keep_the_weights_of_their_steps_and_change_no_bit(tmp_path):
+    plain = train(tiny(), threads=1)
+    kept = train(tiny(snapshot_steps=(3, 8)), checkpoint_dir=tmp_path, threads=1)
+    assert torch.equal(plain.losses, kept.losses)  # saving a snapshot touches no weight
+    recipe = tiny(snapshot_steps=(3, 8))
+    assert snapshot_path(tmp_path, recipe, 3).exists()
+    last, _ = load_model(snapshot_path(tmp_path, recipe, 8), recipe.impl)
+    assert state_dicts_equal(last, kept.model)
+    early, _ = load_model(snapshot_path(tmp_path, recipe, 3), recipe.impl)
+    assert not state_dicts_equal(early, kept.model)
+    assert [step for step, _ in measures.snapshot_models(recipe, tmp_path)] == [3, 8]
+
+
+def test_snapshot_steps_leave_other_rules_params_as_they_were():
+    recipe = tiny()
+    assert "snapshot_steps" not in recipe.params()  # an unchanged param reruns no rule
+    assert "snapshot_steps" not in recipe.training_params()
+    asked = tiny(snapshot_steps=(3, 8))
+    assert asked.params()["snapshot_steps"] == (3, 8)
+    assert Recipe.from_params({**asked.params(), "snapshot_steps": [3, 8]}) == asked
+    assert asked.fingerprint() == recipe.fingerprint()  # where it writes, not what it trains
+
+
+def test_eval_excess_is_dropout_free_and_finite_for_a_diverged_run():
+    recipe = tiny(dropout=0.3, steps=40)
+    model = train(recipe, threads=1).model  # better than uniform, so nothing is capped
+    src, tgt = measures.heldout(recipe)
+    worst = math.log(VOCAB_SIZE) - label_smoothing_floor(recipe.label_smoothing)
+    first = measures.eval_excess(model.train(), src, tgt, recipe.label_smoothing)
+    assert 0 < first < worst
+    assert first == measures.eval_excess(model.train(), src, tgt, recipe.label_smoothing)
+    from tcrformer.training.loop import batch_loss
+
+    model.train()  # the control: with dropout on, two passes differ
+    a = float(batch_loss(model, src, tgt, recipe.label_smoothing))
+    assert a != float(batch_loss(model, src, tgt, recipe.label_smoothing))
+    with torch.no_grad():  # logits all equal: the uniform predictor, ln V under any target
+        model.generator.weight.zero_()
+        model.generator.bias.zero_()
+    assert measures.eval_excess(model, src, tgt, recipe.label_smoothing) == pytest.approx(worst)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    assert measures.eval_excess(model, src, tgt, recipe.label_smoothing) == worst
+
+
+def test_attention_entropy_tells_spiky_from_flat():
+    recipe = tiny(d_model=64, num_heads=4, d_ff=64)
+    src, _ = measures.heldout(recipe)
+    flat = measures.initial_model(recipe)
+    with torch.no_grad():  # queries of zero: every real key weighs the same
+        for layer in flat.encoder.layers:
+            layer.self_attn.w_q.weight.zero_()
+            if layer.self_attn.w_q.bias is not None:
+                layer.self_attn.w_q.bias.zero_()
+    lengths = (src != PAD).sum(1).double()  # each real query spreads over its string
+    flat_entropy = float((lengths * lengths.log()).sum() / lengths.sum())
+    assert measures.attention_entropy(flat, src) == pytest.approx(flat_entropy, rel=1e-6)
+    # positive control of `spiky`: the same weights without the 1/sqrt(d_k) are spikier
+    scaled = measures.initial_attention_entropy(recipe, src)
+    unscaled = measures.initial_attention_entropy(tiny(d_model=64, num_heads=4, d_ff=64,
+                                                       score_scale=False), src)  # fmt: skip
+    assert unscaled < scaled
+    # negative control: the same arm twice is no spikier
+    assert measures.initial_attention_entropy(recipe, src) == scaled
