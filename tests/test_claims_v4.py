@@ -159,6 +159,23 @@ def test_v3s_rank_correlation_fails_where_top1_agreement_does_not():
     assert verdict_alone(np.array(agreement), 0.5, "less") == REFUTED
 
 
+@pytest.mark.parametrize(("planted", "verdict"), [(0.3, SUPPORTED), (0.7, REFUTED)])
+def test_agreement_estimates_a_planted_share_between_the_extremes(planted, verdict):
+    # Calibration (review, attention row): attention's top is importance's top in a share
+    # `planted` of the rows, another residue otherwise; the estimate lands within 0.05 of
+    # it and the verdict against the margin 0.5 follows the planted side.
+    def planted_share(rng, importance, top):
+        elsewhere = (top + rng.integers(1, RESIDUES, size=ROWS)) % RESIDUES
+        peak = np.where(rng.random(ROWS) < planted, top, elsewhere)
+        attention = rng.dirichlet(np.ones(RESIDUES), ROWS)
+        attention[np.arange(ROWS), peak] += 5.0
+        return attention
+
+    values = _seed_values(planted_share)
+    assert abs(values.mean() - planted) < 0.05
+    assert verdict_alone(values, 0.5, "less") == verdict
+
+
 def test_agreement_splits_ties_and_leaves_out_rows_without_a_top_residue():
     attention = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
     importance = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1e-4], [0.0, 2.0, 2.0]])
