@@ -15,7 +15,8 @@ mass_on_top, the attention on I_r (shared evenly among ties).
 
 Beam, net wins. Per string: a win when beam's output is more probable than greedy's (one
 teacher-forced score for both), a loss when less, a tie when the outputs agree through
-<eos> or score alike. The seed's value is (wins - losses) / strings.
+<eos> or score alike. The seed's value is (wins - losses) / strings, at the first weight
+snapshot where greedy has room (snapshot_with_room).
 """
 
 from __future__ import annotations
@@ -65,6 +66,21 @@ def beam_outcomes(greedy_logprob, beam_logprob, same_output) -> dict[str, float]
     wins, losses = int((~tie & (beam > greedy)).sum()), int((~tie & (beam < greedy)).sum())
     return {"wins": wins, "ties": int(tie.sum()), "losses": losses,
             "net_wins": (wins - losses) / greedy.size}  # fmt: skip
+
+
+GREEDY_ROOM = (0.2, 0.9)  # greedy exact, median over seeds: a model with room for beam
+
+
+def snapshot_with_room(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | None:
+    """The beam claim's snapshot: the first step, in step order, whose median greedy exact
+    fraction over the seeds lies in `room` (ends included); None when none does (NOT
+    TESTABLE HERE). `greedy_exact` is {step: per-seed fractions}: greedy alone, so the
+    choice is made before any beam output is read."""
+    low, high = room
+    for step in sorted(greedy_exact):
+        if low <= float(np.median(greedy_exact[step])) <= high:
+            return step
+    return None
 
 
 def verdict_alone(d, margin: float, direction: str, alpha: float = 0.05) -> str:
