@@ -302,7 +302,7 @@ def _net_wins(kinds, width):
 def test_the_beam_snapshot_is_the_first_with_room_read_from_greedy_alone():
     from tcrformer.chapters.claims.v4_metrics import snapshot_with_room
 
-    by_step = {1000: [0.99, 0.97], 300: [0.05, 0.1], 500: [0.2, 0.5]}  # unordered on purpose
+    by_step = {1000: [0.5, 0.7], 300: [0.05, 0.1], 500: [0.2, 0.5]}  # unordered on purpose
     assert snapshot_with_room(by_step) == 500  # 300's median 0.075 has no room to judge
     assert snapshot_with_room({300: [0.0, 0.1], 1000: [0.95, 1.0]}) is None
     assert snapshot_with_room({300: [0.9, 0.9]}) == 300  # the ends are inside
