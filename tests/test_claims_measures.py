@@ -90,3 +90,20 @@ def test_attention_entropy_tells_spiky_from_flat():
     assert unscaled < scaled
     # negative control: the same arm twice is no spikier
     assert measures.initial_attention_entropy(recipe, src) == scaled
+
+
+def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_by_its_arms():
+    import yaml
+
+    from tcrformer.chapters.claims.settings import Settings
+
+    from conftest import ROOT
+
+    claims = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
+    v3 = Settings.from_config({**default_config(), **claims})
+    assert v3.recipe("baseline", 3).eval_seed == v3.recipe("baseline", 4).eval_seed  # as v1-v3
+    claims["claims"]["eval_seed_per_seed"] = 6000
+    v4 = Settings.from_config({**default_config(), **claims})
+    assert v4.recipe("baseline", 3).eval_seed == v4.recipe("no_scaling", 3).eval_seed == 6003
+    held_out = [measures.heldout(v4.recipe("baseline", s).replace(eval_n=50))[0] for s in (3, 4)]
+    assert not torch.equal(*held_out)

@@ -84,6 +84,7 @@ class Settings:
     flips: int
     eval_n: int
     beam_width: int
+    eval_seed_per_seed: int | None  # seed s evaluated on eval_seed this + s (None: the arm's)
     draws: int
     cost_lengths: tuple[int, ...]
     speed: dict[str, int]  # the recurrent speed benchmark: length, threads, steps, blocks
@@ -129,6 +130,7 @@ class Settings:
             flips=int(section.get("flips", 20000)),
             eval_n=section["eval_n"],
             beam_width=section["beam_width"],
+            eval_seed_per_seed=section.get("eval_seed_per_seed"),
             draws=int(section.get("draws", 200)),
             cost_lengths=tuple(section["cost_lengths"]),
             speed=dict(section["speed"]),
@@ -184,8 +186,11 @@ class Settings:
             raise ConfigError("claims.arms", sorted(self.arms), "needs a baseline arm")
 
     def recipe(self, arm: str, seed: int) -> Recipe:
-        """The arm's recipe for one seed, named after the arm (its folder)."""
-        return with_overrides(self.arms[arm], seed=seed)
+        """The arm's recipe for one seed, named after the arm (its folder); with
+        eval_seed_per_seed, evaluated on that seed's own held-out strings."""
+        if self.eval_seed_per_seed is None:
+            return with_overrides(self.arms[arm], seed=seed)
+        return with_overrides(self.arms[arm], seed=seed, eval_seed=self.eval_seed_per_seed + seed)
 
     def sweep_of(self, arm: str) -> Sweep | None:
         """The sweep that sets a key of this arm, if any."""
