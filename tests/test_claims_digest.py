@@ -15,6 +15,7 @@ import pytest
 
 from tcrformer.chapters.claims.digest import (
     DigestError,
+    changed,
     closure,
     code_digest,
     combined,
@@ -35,6 +36,7 @@ from digest_demo import powers
 from digest_demo.shapes import Effect, Logbook, Settings
 
 LIMIT = 0.05
+DIVISOR = 3
 WEIGHTS = np.array([1.0, 2.0, 3.0])
 TABLE = {"low": (1, 2), "high": set("abcdefgh")}
 SETTINGS = Settings(width=4, names=("a", "b"))
@@ -53,12 +55,12 @@ REGISTRY = {"double": _double, "halve": _halve, "mean": np.mean}  # numpy's: not
 
 
 def helper(x):
-    return x * 2
+    return x * 2 + DIVISOR
 
 
 def decides(x: float, kind: str, book: Logbook | None = None) -> bool:
     """Docstring."""
-    from digest_demo.other import scale
+    from digest_demo.other import DIVISOR, scale
     from .near import shift
     import digest_demo.aliased as aliased
     from . import sibling
@@ -68,13 +70,14 @@ def decides(x: float, kind: str, book: Logbook | None = None) -> bool:
     y = y + float(WEIGHTS.sum()) + TABLE["low"][0] + SETTINGS.width
     for unrelated in range(2):  # a local that shares a global's name
         y = y + unrelated
+    y = y / DIVISOR  # the other module's
     return Effect(y).side == "up" and y < LIMIT
 
 
 def unrelated(x):
     return x + 1
 ''',
-    "other.py": "def scale(x):\n    return x / 10\n",
+    "other.py": "DIVISOR = 10\n\n\ndef scale(x):\n    return x / 10\n",
     "near.py": "def shift(x):\n    return x - 1\n",
     "aliased.py": "def offset(x):\n    return x + 5\n",
     "sibling.py": "def bump(x):\n    return x + 7\n",
@@ -134,6 +137,8 @@ CHANGES = {  # edit: (file, old, new, the one name whose hash changes)
     "from . import": ("sibling.py", "x + 7", "x + 8", "sibling.bump"),
     "attribute chain": ("chained.py", "return -x", "return x", "chained.twist"),
     "constant": ("rule.py", "LIMIT = 0.05", "LIMIT = 0.06", "rule.LIMIT"),
+    "constant of the same name": ("rule.py", "DIVISOR = 3", "DIVISOR = 4", "rule.DIVISOR"),
+    "body-imported constant": ("other.py", "DIVISOR = 10", "DIVISOR = 11", "other.DIVISOR"),
     "dict constant": ("rule.py", '"low": (1, 2)', '"low": (1, 3)', "rule.TABLE"),
     "set in a constant": ("rule.py", 'set("abcdefgh")', 'set("abcdefgx")', "rule.TABLE"),
     "array values": ("rule.py", "2.0, 3.0]", "2.0, 4.0]", "rule.WEIGHTS"),
@@ -196,7 +201,7 @@ def test_digest_ignores_what_does_not_decide(demo, edit):
 def test_digest_marks_exactly_the_code_that_changed(demo, edit):
     file, old, new, name = CHANGES[edit]
     before, after = demo("before", PACKAGE), demo("after", _edited(file, old, new))
-    assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} == {name}
+    assert changed(before, after) == [name]
 
 
 def test_digest_is_the_same_in_every_process(tmp_path):

@@ -3,6 +3,7 @@ docs/claims_v4_design.md, section 5).
 
     closure([f, g])       {qualified name: Item(kind, text)}: what the entry points reach
     code_digest([f, g])   {qualified name: sha256 of its text}
+    changed(old, new)     the names whose hash differs: what an edit marks CHANGED
     combined(digest)      one sha256 over a digest
     environment()         the Python, numpy, scipy and torch versions, stored beside it
 
@@ -158,27 +159,28 @@ def global_names(tree: ast.Module) -> set[str]:
     }
 
 
-def _body_imports(tree: ast.Module, module: str, package: str) -> dict[str, object]:
-    """Names the code binds by importing from `package` inside its body, resolved."""
-    bound: dict[str, object] = {}
+def _body_imports(tree: ast.Module, module: str, package: str) -> dict[str, tuple[str, object]]:
+    """{name: (where it comes from, what)} for the code's imports from `package` in its body."""
+    bound: dict[str, tuple[str, object]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _inside(alias.name, package):
                     imported = importlib.import_module(alias.name)
                     top = alias.name.split(".")[0]
-                    bound[alias.asname or top] = imported if alias.asname else sys.modules[top]
+                    found = imported if alias.asname else sys.modules[top]
+                    bound[alias.asname or top] = (found.__name__, found)
         elif isinstance(node, ast.ImportFrom):
             relative = "." * node.level + (node.module or "")
             base = importlib.util.resolve_name(relative, sys.modules[module].__package__)
             if _inside(base, package):
                 source = importlib.import_module(base)
                 for alias in node.names:
-                    name = alias.asname or alias.name
+                    name, label = alias.asname or alias.name, f"{base}.{alias.name}"
                     if hasattr(source, alias.name):
-                        bound[name] = getattr(source, alias.name)
+                        bound[name] = (label, getattr(source, alias.name))
                     elif alias.name != "*":  # a submodule not yet imported
-                        bound[name] = importlib.import_module(f"{base}.{alias.name}")
+                        bound[name] = (label, importlib.import_module(label))
     return bound
 
 
@@ -208,10 +210,10 @@ def references(code, package: str) -> Iterator[tuple[str, object]]:
     tree = without_annotations(source_tree(code))
     module = code.__module__
     imported = _body_imports(tree, module, package)
-    scope = {**vars(sys.modules[module]), **imported}
+    scope = {**vars(sys.modules[module]), **{k: v for k, (_, v) in imported.items()}}
     names = global_names(tree) | set(imported)
     for name in sorted(names & scope.keys()):
-        yield f"{module}.{name}", scope[name]
+        yield imported.get(name, (f"{module}.{name}",))[0], scope[name]
     for node in ast.walk(tree):
         chain = _chain(node) if isinstance(node, ast.Attribute) else None
         if chain and chain[0] in names and chain[0] in scope:
@@ -361,6 +363,11 @@ def closure(entry_points: Iterable[Callable], package: str = "tcrformer") -> dic
 def code_digest(entry_points: Iterable[Callable], package: str = "tcrformer") -> dict[str, str]:
     """{qualified name: sha256} of the entry points' closure (see closure())."""
     return {name: _sha(item.text) for name, item in closure(entry_points, package).items()}
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The names whose hash differs between two digests, or that only one of them has."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def combined(digest: dict[str, str]) -> str:
