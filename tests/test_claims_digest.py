@@ -232,12 +232,14 @@ def test_digest_names_what_it_reached_and_not_the_rest(demo):
     assert not {"rule.unrelated", "shapes.Logbook", "rule.Logbook"} & reached
 
 
+F = "def f():\n    return 1\n\n\n"
 BOX = "class Box:\n    def __init__(self):\n        self.n = 1\n\n\n"  # mutable
 UNHASHABLE = {
     "a mutable instance": BOX + "X = Box()\n",
     "a mutable instance in a registry": BOX + "X = {'box': Box()}\n",
     "a lambda": "X = lambda y: y\n",
     "an array of objects": "import numpy as np\n\nX = np.array([None, 1])\n",
+    "two functions of one name": F + "G = f\n\n\n" + F.replace("1", "2") + "X = (G, f)\n",
 }
 
 

@@ -259,6 +259,7 @@ class _Walk:
         self.package = package
         self.items: dict[str, Item] = {}
         self.queue: list = []
+        self.named: dict[str, object] = {}  # label -> the one function or class it names
 
     def run(self) -> dict[str, Item]:
         while self.queue:
@@ -274,6 +275,8 @@ class _Walk:
             raise DigestError(f"{obj!r}: not a function or class of {self.package}")
         if obj.__name__ == "<lambda>":
             raise DigestError(f"{_qualified(obj)}: a lambda has no source of its own; use def")
+        if self.named.setdefault(_qualified(obj), obj) is not obj:
+            raise DigestError(f"{_qualified(obj)}: two functions or classes of that name")
         self.queue.append(obj)
         return _qualified(obj)
 
