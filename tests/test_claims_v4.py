@@ -1,13 +1,12 @@
-"""Claims v4's pure pieces (docs/claims_v4_design.md): the exact tests and the two redesigned
-metrics with their positive and negative controls (the code digest: test_claims_digest.py)."""
+"""Claims v4's pure pieces (docs/claims_v4_design.md): the two redesigned metrics with their
+positive and negative controls (the exact tests: test_claims_exact.py; the code digest:
+test_claims_digest.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
-from tcrformer.chapters.claims import exact, protocol
 from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
 from tcrformer.chapters.claims.v4_metrics import (
     beam_outcomes,
@@ -15,83 +14,6 @@ from tcrformer.chapters.claims.v4_metrics import (
     top1_agreement,
     verdict_alone,
 )
-
-# The exact tests --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("margin", [-0.2, 0.0, 0.3])
-def test_scipy_sign_flip_is_v3s_hand_written_one(margin):
-    d = np.random.default_rng(3).normal(0.1, 0.4, size=8)
-    signs = protocol.sign_vectors(8)
-    assert exact.sign_flip_p(d, margin, "greater") == pytest.approx(
-        protocol.p_above(d, margin, signs)
-    )
-    assert exact.sign_flip_p(d, margin, "less") == pytest.approx(protocol.p_below(d, margin, signs))
-
-
-@pytest.mark.parametrize(("n", "margin"), [(8, 0.25), (10, 0.25), (6, 0.0), (9, -0.2)])
-def test_paired_binary_all_plus_is_the_most_extreme_outcome_at_most_discordance(n, margin):
-    # With every seed +1 only that outcome is as extreme; its probability is largest when
-    # p01 is largest on the boundary, p10 = (1 + m) / 2: the p-value is ((1 + m) / 2)^n.
-    assert exact.paired_binary_p(n, 0, n, margin, "greater") == pytest.approx(
-        ((1 + margin) / 2) ** n
-    )
-
-
-def test_paired_binary_gives_the_issues_worst_case_for_v3_warmup():
-    # issue 45: v3's warmup (7 seeds +1, 1 tie, margin 0.25) has worst-case exact p 0.029.
-    assert exact.paired_binary_p(7, 0, 8, 0.25, "greater") == pytest.approx(0.029, abs=5e-4)
-
-
-def _exact_size(n, margin, level, p10, p01):
-    """P(reject H0: p10 - p01 <= margin) at one null point, by enumeration of every outcome."""
-    total = 0.0
-    for b in range(n + 1):
-        for c in range(n + 1 - b):
-            if exact.paired_binary_p(b, c, n, margin, "greater") <= level:
-                total += stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
-    return total
-
-
-@pytest.mark.parametrize(
-    ("p10", "p01"),
-    [(0.25, 0.0), (0.35, 0.1), (0.5, 0.25), (0.625, 0.375), (0.2, 0.2), (0.1, 0.3)],
-)
-def test_paired_binary_test_keeps_its_level_on_and_inside_the_null(p10, p01):
-    # the boundary p10 - p01 = 0.25 (first four) and inside the null (last two)
-    assert _exact_size(8, 0.25, 0.05, p10, p01) <= 0.05 + 1e-12
-
-
-def test_paired_binary_rejects_a_clear_effect_and_keeps_a_null():
-    assert exact.paired_binary_p(12, 0, 12, 0.25, "greater") <= 0.005  # 0.625^12
-    assert exact.paired_binary_p(3, 3, 10, 0.0, "greater") > 0.5
-    assert exact.paired_binary_p(0, 9, 10, 0.25, "less") <= 0.005  # refuted side
-    assert exact.paired_binary_p(2, 5, 10, 0.1, "less") == exact.paired_binary_p(
-        5, 2, 10, -0.1, "greater"
-    )
-
-
-def test_binary_power_by_enumeration():
-    from tools.claims_power import binary_power
-
-    # Every seed +1 for sure: the only outcome has p 0.625^8 = 0.0233 at margin 0.25.
-    assert binary_power(8, 1.0, 0.0, 0.25, 0.025) == pytest.approx(1.0)
-    assert binary_power(8, 1.0, 0.0, 0.25, 0.02) == 0.0
-    assert 0 < binary_power(8, 0.75, 0.0, 0.25, 0.05) < 1
-
-
-def test_mcnemar_is_the_binomial_split_of_the_discordant_seeds():
-    assert exact.mcnemar_exact_p(7, 0) == pytest.approx(2**-7)
-    assert exact.mcnemar_exact_p(0, 0) == 1.0
-    assert exact.mcnemar_exact_p(5, 3) == pytest.approx(stats.binom.sf(4, 8, 0.5))
-
-
-def test_holm_and_the_exact_binomial_interval():
-    assert exact.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
-    assert exact.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
-    low, high = exact.exact_binomial_interval(0, 10)
-    assert low == 0 and high == pytest.approx(1 - 0.025 ** (1 / 10))
-
 
 # Attention: top-1 agreement, controls -----------------------------------------------------------
 
