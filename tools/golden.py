@@ -40,6 +40,7 @@ import pandas as pd
 import yaml
 from scipy import special, stats
 
+from tcrformer.chapters.claims.exact import exact_binomial_interval
 from tcrformer.core import golden
 from tcrformer.training import judged
 
@@ -272,12 +273,6 @@ def folder_statistics(folder: Path) -> pd.DataFrame:
     return judged.statistics_table(curves, per_seed, PREFIX, eval_n)
 
 
-def failure_interval(failures: int, draws: int) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) 95 % interval of a rate from `draws` runs."""
-    ci = stats.binomtest(failures, draws).proportion_ci(0.95, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 def pit(key: str, fitting: pd.DataFrame, new: np.ndarray, floor: float, eval_n: int):
     """Held-out seeds' probability integral transforms under the key's predictive
     distribution (t on its scale; the beta-binomial, randomised at the count). Uniform when
@@ -349,7 +344,7 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Pa
         found[name] = {
             "seeds": len(fails),
             "fail": len(failed),
-            "interval": list(failure_interval(len(failed), len(fails))),
+            "interval": list(exact_binomial_interval(len(failed), len(fails))),
             "failed": {s: " ".join(k) for s, k in failed.items()},
         }
         all_stats.append(statistics)
@@ -379,7 +374,7 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Pa
         "total": {
             "seeds": len(pooled),
             "fail": total,
-            "interval": list(failure_interval(total, len(pooled))),
+            "interval": list(exact_binomial_interval(total, len(pooled))),
         },
         "pit": pits,
     }
@@ -430,7 +425,7 @@ def power_summary(table: pd.DataFrame, fitting: pd.DataFrame | None = None) -> p
     for fault, runs in table.groupby("fault", sort=False):
         caught = int((runs["failed"] != "").sum())
         keys = sorted({k for f in runs["failed"] for k in f.split()})
-        low, high = failure_interval(caught, len(runs))
+        low, high = exact_binomial_interval(caught, len(runs))
         rows.append(
             {
                 "fault": fault,
