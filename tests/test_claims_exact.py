@@ -173,6 +173,25 @@ def test_paired_binary_gives_the_reviewers_p_for_v3_warmup():
     assert found.low < 0.25 < 0.875 < found.high  # p > 0.025: the margin is inside the 95 %
 
 
+def _brute_supremum(plus, minus, n, margin, points=200_001):
+    """The tail probability's largest value over a fine grid of the nuisance p01."""
+    b, c, log_coef = exact._outcomes(n)
+    z = exact.tango_z(b, c, n, margin)
+    observed = exact.tango_z(np.array([plus]), np.array([minus]), n, margin)[0]
+    extreme = z >= observed - 1e-9 * max(1.0, abs(observed))
+    b, c, log_coef = b[extreme], c[extreme], log_coef[extreme]
+    p01 = np.linspace(max(0.0, -margin), (1 - margin) / 2, points)[:, None]
+    log_p = log_coef + special.xlogy(b, p01 + margin) + special.xlogy(c, p01)
+    log_p = log_p + special.xlogy(n - b - c, np.maximum(1 - 2 * p01 - margin, 0))
+    return float(np.exp(log_p).sum(axis=1).max())
+
+
+@pytest.mark.parametrize(("plus", "minus", "n", "margin"), [(7, 0, 8, 0.25), (5, 1, 12, 0.25)])
+def test_the_supremum_over_the_nuisance_is_found(plus, minus, n, margin):
+    found = exact.paired_binary_p(plus, minus, n, margin, "greater")
+    assert found == pytest.approx(_brute_supremum(plus, minus, n, margin), abs=1e-10)
+
+
 def _null_size(n, margin, level):
     """The largest rejection probability over the whole null p10 - p01 <= margin, by
     enumeration of every outcome on a grid of (delta, p01)."""
