@@ -14,6 +14,7 @@ import pytest
 from scipy import special, stats
 
 from tcrformer.chapters.claims import exact, protocol
+from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,6 +104,20 @@ def test_the_interval_is_the_test_inverted(counts_48):
     assert math.isnan(exact.enumeration_null(x[:4]).interval(0.95)[0])  # 2^-4 > 0.025
 
 
+@pytest.mark.parametrize("direction", ["greater", "less", "equivalent"])
+def test_support_and_refute_are_v3s_by_direction(direction):
+    d = np.random.default_rng(11).normal(0.05, 0.1, size=8)
+    found = exact.continuous_test(d, 0.02, direction, claim="pre_ln_warmup")
+    v3 = protocol._p_values(d, 0.02, direction, protocol.sign_vectors(8))
+    assert (found.p_support, found.p_refute) == pytest.approx(v3)
+    assert found.p_value == min(v3) and found.side == (SUPPORTED if v3[0] <= v3[1] else REFUTED)
+    binary = exact.paired_binary_test([1, 1, 0, -1, 1, 0, 1, 1], 0.1, direction)
+    sides = exact.support_and_refute(
+        lambda m, side: exact.paired_binary_p(5, 1, 8, m, side), 0.1, direction
+    )
+    assert (binary.p_support, binary.p_refute) == sides
+
+
 @pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
 def test_values_that_are_not_finite_raise_naming_the_claim(bad):
     d = [0.1, 0.2, bad, 0.05]
@@ -121,9 +136,10 @@ def test_the_t_test_is_reported_beside_and_a_disagreement_marked():
     # keeps the t-test from rejecting
     d = np.array([0.01] * 11 + [10.0])
     found = exact.continuous_test(d, 0.0, "greater", claim="outlier")
-    assert found.p == 2.0**-12 and found.method == "enumeration"
-    assert found.t_p == pytest.approx(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
-    assert found.t_p > 0.05 and found.disagree(0.05) and not found.disagree(1e-5)
+    assert found.p_support == 2.0**-12 and found.method == "enumeration"
+    t_test = stats.ttest_1samp(d, 0.0, alternative="greater").pvalue
+    assert found.t_support == pytest.approx(t_test)
+    assert found.t_support > 0.05 and found.disagree(0.05) and not found.disagree(1e-5)
     assert exact.disagree(0.01, 0.02, 0.05) is False and exact.disagree(0.01, 0.2, 0.05) is True
     assert exact.disagree(0.3, 0.04, 0.05) is True and exact.disagree(0.3, math.nan, 0.05) is False
     assert math.isnan(exact.t_test_p([0.5, 0.5, 0.5], 0.0, "greater"))
@@ -167,7 +183,7 @@ def test_paired_binary_all_plus_is_the_most_extreme_outcome_at_most_discordance(
 def test_paired_binary_gives_the_reviewers_p_for_v3_warmup():
     # issue 45 and the outside review: v3's warmup (7 seeds +1, 1 tie, margin 0.25), 0.02873
     found = exact.paired_binary_test([1] * 7 + [0], 0.25, "greater", claim="warmup")
-    assert found.p == pytest.approx(0.02873, abs=5e-6)
+    assert found.p_support == pytest.approx(0.02873, abs=5e-6) and found.side == SUPPORTED
     assert (found.plus, found.minus, found.seeds, found.estimate) == (7, 0, 8, 0.875)
     assert found.mcnemar_p == pytest.approx(2**-7)
     assert found.low < 0.25 < 0.875 < found.high  # p > 0.025: the margin is inside the 95 %

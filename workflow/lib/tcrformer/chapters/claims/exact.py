@@ -22,11 +22,21 @@ build it, chosen from the data (`SignFlipNull.method` says which):
     monte_carlo   otherwise: B = 10^6 random subsets from a registered generator seed,
                   p = (1 + k) / (1 + B), a valid p-value for any B
 
-The test is exact when d_s - m is symmetric about 0 under the null: what it tests is the
-centre of symmetry of the d_s (their median and mean when symmetric). Skewed d_s with mean
-at the margin can reject more often than the level (the outside review, item 7), so each
-continuous test reports beside it a one-sample t-test against the same margin, and
-`disagree` marks where the two differ on rejection. A value that is not finite raises.
+The lattice N is found from the data (`lattice_of`: the least common denominator, up to
+10,000, of the d_s as fractions); sums equal within 1e-12 of their scale (1e-6 of a
+count on a lattice) count as ties, that is, as extreme. The interval is bisected to 2^-60
+of its search span, each step one look-up in the null (microseconds).
+
+What the test estimates: the sign-flip test is exact when d_s - m is symmetric about 0
+under the null, so what it tests is the centre of symmetry of the d_s (their median, and
+their mean, when they are symmetric). Skewed d_s whose mean sits at the margin can reject
+more often than the level (the outside review, item 7), so each continuous test reports a
+one-sample t-test against the same margin beside it (valid for the mean under normality),
+and `disagree` marks where the two differ on rejection. A value that is not finite raises.
+
+A claim's direction (greater, less or equivalent, the last as two one-sided tests) turns
+the one-sided p-values into p_support and p_refute as v3 did (`support_and_refute`); the
+smaller enters Holm.
 
 Binary d_s (a run diverged or not, in each of two paired arms): d_s takes -1, 0 and 1 only,
 and the symmetry fails, so the test is on the trinomial itself. Per seed, arm minus
@@ -62,6 +72,7 @@ import numpy as np
 from scipy import special, stats
 
 # Holm's step-down, defined once, in v3's protocol.py (v3's registration hashes that file).
+from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
 from tcrformer.chapters.claims.protocol import holm, holm_levels  # noqa: F401 (re-exported)
 
 ENUMERATE_UP_TO = 20  # seeds up to which all 2^n sign vectors are listed
@@ -309,47 +320,88 @@ def disagree(primary: float, secondary: float, level: float) -> bool:
     return (primary <= level) != (secondary <= level)
 
 
+def support_and_refute(p_of: Callable[[float, str], float], margin: float, direction: str):
+    """(p_support, p_refute) of a claim against `margin` in its `direction`, from a one-sided
+    test p_of(margin, alternative), as v3's protocol:
+
+        greater     support p(m, greater)                          refute p(m, less)
+        less        support p(m, less)                             refute p(m, greater)
+        equivalent  support max(p(-m, greater), p(m, less))        (both sides, TOST)
+                    refute  min(p(-m, less), p(m, greater))
+    """
+    if direction == "equivalent":
+        support = np.maximum(p_of(-margin, "greater"), p_of(margin, "less"))
+        refute = np.minimum(p_of(-margin, "less"), p_of(margin, "greater"))
+        return float(support), float(refute)
+    if direction not in ALTERNATIVES:
+        raise ValueError(f"direction {direction!r}: greater, less or equivalent")
+    other = "less" if direction == "greater" else "greater"
+    return p_of(margin, direction), p_of(margin, other)
+
+
 @dataclass(frozen=True)
-class ContinuousTest:
-    """A continuous claim's test against its margin: the sign-flip p (primary), how its null
-    was built, the interval by inversion, and the t-test p (secondary)."""
+class _Sides:
+    p_support: float
+    p_refute: float
+
+    @property
+    def p_value(self) -> float:
+        """The smaller one-sided p-value: what enters Holm."""
+        return min(self.p_support, self.p_refute)
+
+    @property
+    def side(self) -> str:
+        return SUPPORTED if self.p_support <= self.p_refute else REFUTED
+
+
+@dataclass(frozen=True)
+class ContinuousTest(_Sides):
+    """A continuous claim's test against its margin: the sign-flip p-values (primary), how
+    their null was built, the interval by inversion, and the t-test's (secondary)."""
 
     claim: str
-    alternative: str
+    direction: str
     margin: float
     estimate: float  # mean of the d_s
-    p: float
-    method: str
+    method: str  # enumeration, lattice or monte_carlo
     resamples: int
-    monte_carlo_error: float  # of p; 0 when exact
+    monte_carlo_error: float  # of p_value; 0 when exact
     low: float
     high: float
     confidence: float
-    t_p: float
+    t_support: float
+    t_refute: float
     seeds: int
     lattice: int | None = None
 
     def disagree(self, level: float) -> bool:
-        return disagree(self.p, self.t_p, level)
+        """Whether the t-test differs from the sign-flip test on rejection at `level`, on
+        either side."""
+        return disagree(self.p_support, self.t_support, level) or disagree(
+            self.p_refute, self.t_refute, level
+        )
 
 
 def continuous_test(
     d: Sequence[float],
     margin: float,
-    alternative: str,
+    direction: str,
     confidence: float = 0.95,
     claim: str = "d_s",
 ) -> ContinuousTest:
-    """The sign-flip test of `claim`'s d_s against `margin`, with its interval at
-    `confidence` and the t-test beside it."""
+    """The sign-flip test of `claim`'s d_s against `margin` in `direction` (greater, less or
+    equivalent), with its interval at `confidence` and the t-test beside it."""
     values = _finite(d, claim)
     null = sign_flip_null(values, claim)
-    p = null.p_value(margin, alternative)
+    support, refute = support_and_refute(null.p_value, margin, direction)
+    t_support, t_refute = support_and_refute(
+        lambda m, side: t_test_p(values, m, side, claim), margin, direction
+    )
     low, high = null.interval(confidence)
-    return ContinuousTest(claim, alternative, margin, float(values.mean()), p, null.method,
-                          null.resamples, null.monte_carlo_error(p), low, high, confidence,
-                          t_test_p(values, margin, alternative, claim), values.size,
-                          null.lattice)  # fmt: skip
+    return ContinuousTest(support, refute, claim, direction, margin, float(values.mean()),
+                          null.method, null.resamples,
+                          null.monte_carlo_error(min(support, refute)), low, high, confidence,
+                          t_support, t_refute, values.size, null.lattice)  # fmt: skip
 
 
 # Paired binary outcomes -------------------------------------------------------------------------
@@ -472,18 +524,18 @@ def mcnemar_exact_p(plus: int, minus: int, alternative: str = "greater") -> floa
 
 
 @dataclass(frozen=True)
-class BinaryTest:
-    """A paired-binary claim's test: the exact unconditional p (primary), its interval for
-    p10 - p01 by inversion, and McNemar's exact p at margin 0 (secondary)."""
+class BinaryTest(_Sides):
+    """A paired-binary claim's test: the exact unconditional p-values (primary), the interval
+    for p10 - p01 by inversion, and McNemar's exact p at margin 0 in the claim's direction
+    (secondary; NaN for equivalence)."""
 
     claim: str
-    alternative: str
+    direction: str
     margin: float
     plus: int  # seeds +1: the event in the arm only
     minus: int  # seeds -1: in the reference only
     seeds: int
     estimate: float  # (plus - minus) / seeds
-    p: float
     low: float
     high: float
     confidence: float
@@ -494,20 +546,23 @@ class BinaryTest:
 def paired_binary_test(
     d: Sequence[float],
     margin: float,
-    alternative: str,
+    direction: str,
     confidence: float = 0.95,
     claim: str = "d_s",
 ) -> BinaryTest:
     """The exact unconditional test of `claim`'s per-seed outcomes d_s in {-1, 0, 1}
-    against `margin`, its interval and McNemar's test beside it."""
+    against `margin` in `direction`, its interval and McNemar's test beside it."""
     values = _finite(d, claim)
     if not np.isin(values, (-1.0, 0.0, 1.0)).all():
         raise ValueError(f"{claim}: paired binary outcomes must be -1, 0 or 1: {values.tolist()}")
     plus, minus, n = int((values == 1).sum()), int((values == -1).sum()), values.size
-    p = paired_binary_p(plus, minus, n, margin, alternative)
+    support, refute = support_and_refute(
+        lambda m, side: paired_binary_p(plus, minus, n, m, side), margin, direction
+    )
     low, high = paired_binary_interval(plus, minus, n, confidence)
-    return BinaryTest(claim, alternative, margin, plus, minus, n, (plus - minus) / n, p, low,
-                      high, confidence, mcnemar_exact_p(plus, minus, alternative))  # fmt: skip
+    mcnemar = math.nan if direction == "equivalent" else mcnemar_exact_p(plus, minus, direction)
+    return BinaryTest(support, refute, claim, direction, margin, plus, minus, n,
+                      (plus - minus) / n, low, high, confidence, mcnemar)  # fmt: skip
 
 
 # Intervals of a rate ----------------------------------------------------------------------------
@@ -534,6 +589,7 @@ __all__ = [
     "paired_binary_test",
     "sign_flip_null",
     "sign_flip_p",
+    "support_and_refute",
     "t_test_p",
     "tango_z",
 ]
