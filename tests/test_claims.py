@@ -185,7 +185,7 @@ def seeds(n=8, **metrics):
 
 def measure(arms, **extra):
     return verdicts.Measurements(
-        arms, extra.get("analytic", {}), extra.get("cost", {}), extra.get("speed", {}), 1000,
+        arms, extra.get("analytic", {}), extra.get("benchmarks", {}), 1000,
         extra.get("seeds", {}), extra.get("sweeps", {}),
     )  # fmt: skip
 
@@ -227,7 +227,8 @@ def synthetic_measurements(**changes):
     speed = {"gru_blocks": [5.0, 5.5, 4.8], "transformer_blocks": [9.0, 9.1, 8.7],
              "parallel_speedup": 1.6, "threads": 2}  # fmt: skip
     sweeps = {"gru": {"key": "peak_lr", "value": 0.01, "at_edge": False}}
-    return measure(arms, analytic=analytic, cost=cost, speed=speed,
+    benchmarks = {"quadratic_memory": cost, "rnn_slow": speed}  # each claim's own job
+    return measure(arms, analytic=analytic, benchmarks=benchmarks,
                    seeds={arm: SETTINGS.seeds_of(arm) for arm in SETTINGS.arms},
                    sweeps=sweeps)  # fmt: skip
 
@@ -272,7 +273,8 @@ def test_attention_is_judged_by_its_sign():
 def test_a_failed_manipulation_check_is_not_testable_here(untestable, changes):
     m = synthetic_measurements(**changes)
     if untestable == {"rnn_slow"}:
-        m = replace(m, speed={**m.speed, "parallel_speedup": 1.02})
+        slow = {**m.benchmarks["rnn_slow"], "parallel_speedup": 1.02}
+        m = replace(m, benchmarks={**m.benchmarks, "rnn_slow": slow})
     decisions = verdicts.judge_all(SETTINGS, m)
     found = {i for i, d in decisions.items() if d.verdict == protocol.NOT_TESTABLE}
     assert found == untestable
