@@ -13,7 +13,7 @@ import yaml
 from test_attribution import Reverser, looks_everywhere_else, looks_where_it_reads, strings
 
 from tcrformer.chapters.claims import metrics
-from tcrformer.chapters.claims.metrics import EXTRAS, METRICS, Evaluation
+from tcrformer.chapters.claims.metrics import EXTRAS, METRICS, ArmEvaluation
 from tcrformer.chapters.claims.settings import Settings
 from tcrformer.core.config import ConfigError
 
@@ -25,8 +25,8 @@ SETTINGS = Settings.from_config(
 )
 
 
-def evaluated(**numbers) -> Evaluation:
-    return Evaluation(None, None, list(range(10)), None, None, numbers=numbers)
+def evaluated(**numbers) -> ArmEvaluation:
+    return ArmEvaluation(None, None, list(range(10)), None, None, numbers=numbers)
 
 
 def test_every_metric_needs_a_known_extra_or_none():
@@ -68,7 +68,7 @@ def test_top1_agreement_reads_the_attribution_extra(looks, top1, rho):
     """The reverser reads source residue L-1-t at step t: attention there agrees with the
     occlusion importance at every residue step, attention everywhere else at none."""
     src, tgt = strings(n=30)
-    e = Evaluation(Reverser(looks), None, src, tgt, None)
+    e = ArmEvaluation(Reverser(looks), None, src, tgt, None)
     EXTRAS[METRICS["top1_agreement"].extra](e)
     assert METRICS["top1_agreement"].compute(e) == pytest.approx(top1)
     assert METRICS["mass_on_top"].compute(e) == pytest.approx(top1)

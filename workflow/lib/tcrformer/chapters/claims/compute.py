@@ -124,7 +124,7 @@ def evaluate_claim_arm(
     from tcrformer.training.model import load_model
 
     model, architecture = load_model(model_path, recipe.impl)
-    e = metrics.Evaluation(model, recipe, *heldout(recipe), read_csv(history_path), beam_width,
+    e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), read_csv(history_path), beam_width,
                            numbers={"arm_architecture": architecture})  # fmt: skip
     common_evaluation(e)
     for extra in extras:
@@ -134,7 +134,7 @@ def evaluate_claim_arm(
     return {"metrics": finite_or_none(e.numbers)}
 
 
-def common_evaluation(e: metrics.Evaluation) -> None:
+def common_evaluation(e: metrics.ArmEvaluation) -> None:
     """What every arm's evaluation measures: held-out exact (overall and by length), the
     loss curve's numbers, calibration, and on a fixed training set the train minus
     held-out gap."""

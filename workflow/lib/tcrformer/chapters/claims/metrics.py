@@ -4,7 +4,7 @@ evaluation extra it needs.
 An arm's evaluation (compute.evaluate_claim_arm) first measures what every arm gets (held-out
 exact, overall and by length; the loss curve's numbers; calibration; on a fixed training
 set, the train minus held-out gap), then the extras its claims need (EXTRAS), then every
-registered metric whose extra ran. Each metric is a function of that Evaluation, where its
+registered metric whose extra ran. Each metric is a function of that evaluation, where its
 definition is written once:
 
     diverged         1 if held-out exact < DIVERGED_BELOW or a loss is not finite, else 0
@@ -20,7 +20,7 @@ definition is written once:
     mass_on_top      last decoder layer: the attention on the most important residue
     init_scale       mean |log2| of the step-0 sub-layers' output over input RMS
 
-A new metric is one function of the Evaluation here and one entry in METRICS, naming the
+A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
 extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
 or `report`, and Settings.extras_of asks for its extra on the claim's arms.
 
@@ -43,7 +43,7 @@ REPLACEMENTS = 3  # occlusions per residue (attribution.importance)
 
 
 @dataclass
-class Evaluation:
+class ArmEvaluation:
     """What an arm's evaluation has: the trained model and its recipe (with the evaluation
     fields), the held-out strings src (eval_n, Ls) and targets tgt (eval_n, Lt + 1), the
     training history (loss, grad_norm per step), and what is measured so far: `numbers`
@@ -62,7 +62,7 @@ class Evaluation:
 # The extras: what some arms' evaluations add --------------------------------------------------
 
 
-def beam(e: Evaluation) -> None:
+def beam(e: ArmEvaluation) -> None:
     """Greedy against beam search on every held-out string, both outputs scored by one
     teacher-forced pass: wins, ties, losses, exact and mean log-probabilities."""
     from tcrformer.training import measures
@@ -70,7 +70,7 @@ def beam(e: Evaluation) -> None:
     e.numbers.update(measures.beam_metrics(e.model, e.src, e.tgt, e.beam_width))
 
 
-def head_ablation(e: Evaluation) -> None:
+def head_ablation(e: ArmEvaluation) -> None:
     """Every cross-attention head: its anti-diagonal mass, and the exact reversals lost when
     it is zeroed."""
     from tcrformer.training import measures
@@ -78,7 +78,7 @@ def head_ablation(e: Evaluation) -> None:
     e.numbers["heads"] = measures.head_ablations(e.model, e.src, e.tgt)
 
 
-def attribution(e: Evaluation) -> None:
+def attribution(e: ArmEvaluation) -> None:
     """Every decoder layer's cross-attention and the occlusion importance of each source
     residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; v3's
     rho by layer (reported)."""
@@ -90,7 +90,7 @@ def attribution(e: Evaluation) -> None:
     e.numbers.update(rho_by_layer(attention, importance, src, tgt), replacements=REPLACEMENTS)
 
 
-def init(e: Evaluation) -> None:
+def init(e: ArmEvaluation) -> None:
     """The seed's initial weights (step 0): each sub-layer's output RMS over its input RMS."""
     from tcrformer.training import measures
 
@@ -99,7 +99,7 @@ def init(e: Evaluation) -> None:
 
 
 # name -> what it adds, in the order an evaluation runs them
-EXTRAS: dict[str, Callable[[Evaluation], None]] = {
+EXTRAS: dict[str, Callable[[ArmEvaluation], None]] = {
     "beam": beam,
     "importance": head_ablation,
     "attribution": attribution,
@@ -110,34 +110,34 @@ EXTRAS: dict[str, Callable[[Evaluation], None]] = {
 # The metrics ------------------------------------------------------------------------------------
 
 
-def diverged(e: Evaluation) -> float:
+def diverged(e: ArmEvaluation) -> float:
     n = e.numbers
     return float(n["heldout_fraction"] < DIVERGED_BELOW or not math.isfinite(n["final_loss"]))
 
 
-def forgetting(e: Evaluation) -> float:
+def forgetting(e: ArmEvaluation) -> float:
     by_length = e.numbers["exact_by_length"]
     return by_length[min(by_length)] - by_length[max(by_length)]
 
 
-def beam_net_wins(e: Evaluation) -> float:
+def beam_net_wins(e: ArmEvaluation) -> float:
     return (e.numbers["beam_wins"] - e.numbers["beam_losses"]) / len(e.src)
 
 
-def importance_rho(e: Evaluation) -> float:
+def importance_rho(e: ArmEvaluation) -> float:
     from tcrformer.training.measures import rank_correlation
 
     heads = e.numbers["heads"]
     return rank_correlation([h["antidiagonal"] for h in heads], [h["drop"] for h in heads])
 
 
-def residue_rho(e: Evaluation) -> float:
+def residue_rho(e: ArmEvaluation) -> float:
     import numpy as np
 
     return float(np.mean(e.numbers["residue_rho_by_layer"]))
 
 
-def _last_layer_residue_steps(e: Evaluation):
+def _last_layer_residue_steps(e: ArmEvaluation):
     """The last decoder layer's attention and the importance at the residue steps,
     (rows, Ls) each. Padding is 0 in both, and never a top: a row's attention on its
     residues sums to 1, and a row used has an importance above MIN_IMPORTANCE."""
@@ -149,19 +149,19 @@ def _last_layer_residue_steps(e: Evaluation):
     return attention[-1][steps].cpu().numpy(), importance[steps].cpu().numpy()
 
 
-def last_layer_top1(e: Evaluation) -> float:
+def last_layer_top1(e: ArmEvaluation) -> float:
     from tcrformer.chapters.claims import v4_metrics
 
     return v4_metrics.top1_agreement(*_last_layer_residue_steps(e))
 
 
-def last_layer_mass_on_top(e: Evaluation) -> float:
+def last_layer_mass_on_top(e: ArmEvaluation) -> float:
     from tcrformer.chapters.claims import v4_metrics
 
     return v4_metrics.mass_on_top(*_last_layer_residue_steps(e))
 
 
-def step0_scale(e: Evaluation) -> float:
+def step0_scale(e: ArmEvaluation) -> float:
     from tcrformer.training import measures
 
     return measures.init_scale(e.numbers["activation_ratios"])
@@ -170,9 +170,9 @@ def step0_scale(e: Evaluation) -> float:
 @dataclass(frozen=True)
 class Metric:
     """A per-arm number a claim can test or report: the function that computes it from an
-    Evaluation, and the extra (EXTRAS) that evaluation needs first, or None."""
+    ArmEvaluation, and the extra (EXTRAS) that evaluation needs first, or None."""
 
-    compute: Callable[[Evaluation], float]
+    compute: Callable[[ArmEvaluation], float]
     extra: str | None = None
 
 
