@@ -10,7 +10,13 @@ from dataclasses import replace
 import pytest
 import torch
 import yaml
-from test_attribution import Reverser, looks_everywhere_else, looks_where_it_reads, strings
+from test_attribution import (
+    Reverser,
+    looks_everywhere_else,
+    looks_where_it_reads,
+    strings,
+    tiny_model,
+)
 
 from tcrformer.chapters.claims import metrics
 from tcrformer.chapters.claims.metrics import EXTRAS, METRICS, ArmEvaluation
@@ -73,6 +79,23 @@ def test_top1_agreement_reads_the_attribution_extra(looks, top1, rho):
     assert METRICS["top1_agreement"].compute(e) == pytest.approx(top1)
     assert METRICS["mass_on_top"].compute(e) == pytest.approx(top1)
     assert METRICS["residue_rho"].compute(e) == pytest.approx(rho)
+
+
+def test_top1_agreement_on_a_trained_shape_pads_no_top():
+    """On a real model (random weights) and strings of many lengths, the padded rows the
+    metric reads give what the residues alone give, a length at a time (eos steps out)."""
+    import numpy as np
+
+    from tcrformer.chapters.claims import v4_metrics
+    from tcrformer.training import attribution
+
+    src, tgt = strings(n=40, low=4, high=12, seed=3)
+    e = ArmEvaluation(tiny_model(), None, src, tgt, None)
+    EXTRAS["attribution"](e)
+    attention, importance = e.arrays["attribution"][:2]
+    groups = attribution.residue_steps(attention[-1:], importance, src, tgt)
+    rows = np.concatenate([v4_metrics.top1_agreement_rows(a[0], i) for a, i in groups])
+    assert 0 < rows.size and METRICS["top1_agreement"].compute(e) == pytest.approx(rows.mean())
 
 
 def test_an_arms_extras_are_what_its_claims_read():

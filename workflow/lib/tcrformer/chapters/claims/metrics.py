@@ -140,7 +140,7 @@ def residue_rho(e: ArmEvaluation) -> float:
 def _last_layer_residue_steps(e: ArmEvaluation):
     """The last decoder layer's attention and the importance at the residue steps,
     (rows, Ls) each. Padding is 0 in both, and never a top: a row's attention on its
-    residues sums to 1, and a row used has an importance above MIN_IMPORTANCE."""
+    residues sums to 1, and a row used has an importance above v4_metrics.MIN_IMPORTANCE."""
     from tcrformer.models.transformer import decoder_io
     from tcrformer.training.attribution import residues
 
