@@ -139,15 +139,13 @@ def common_evaluation(e: metrics.ArmEvaluation) -> None:
     loss curve's numbers, calibration, and on a fixed training set the train minus
     held-out gap."""
     from tcrformer.training import measures
-    from tcrformer.training.schedule import label_smoothing_floor
 
     correct = measures.exact_rows(e.model, e.src, e.tgt)
-    floor = label_smoothing_floor(e.recipe.label_smoothing)
     e.numbers.update(
         heldout_exact=int(correct.sum()),
         heldout_fraction=float(correct.float().mean()),
         exact_by_length=measures.exact_by_length(correct, e.src),
-        **measures.curve_metrics(e.history, floor=floor, stress_step=e.recipe.stress_step),
+        **measures.curve_metrics(e.history, floor=e.floor, stress_step=e.recipe.stress_step),
         **measures.calibration(e.model, e.src, e.tgt),
     )
     train_strings = measures.training_strings(e.recipe)

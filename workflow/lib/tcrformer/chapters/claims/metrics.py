@@ -58,6 +58,13 @@ class ArmEvaluation:
     numbers: dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def floor(self) -> float:
+        """The lowest loss the recipe's label smoothing allows (nats)."""
+        from tcrformer.training.schedule import label_smoothing_floor
+
+        return label_smoothing_floor(self.recipe.label_smoothing)
+
 
 # The extras: what some arms' evaluations add --------------------------------------------------
 
