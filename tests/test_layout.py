@@ -305,6 +305,13 @@ def test_no_rule_file_names_a_metric_or_a_test():
     assert claim_logic_in_rules(RULES) == []
 
 
+def test_each_benchmarked_test_names_a_rule_that_runs_its_job():
+    from tcrformer.chapters.claims.kinds import BENCHMARKS, EVALUATED
+
+    assert set(BENCHMARKS) <= {test for tests in EVALUATED.values() for test in tests}
+    assert set(BENCHMARKS.values()) <= set(rules_of(RULES / "claims.smk"))
+
+
 def test_the_rule_check_sees_a_metric_table_put_back(tmp_path):
     """v3's table of the extra each metric needs, and its look-up of a claim by its test,
     in a copy of the claims helpers: both are caught."""
