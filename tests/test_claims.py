@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 
@@ -34,7 +35,7 @@ from tcrformer.training.loop import make_step, new_run
 from tcrformer.training.model import build_model
 from tcrformer.training.schedule import NoamSchedule, schedule_for
 
-from conftest import ROOT, default_config, snakemake
+from conftest import ROOT, default_config, snakemake, write_config
 
 torch.set_num_threads(1)
 CLAIMS = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
@@ -185,7 +186,7 @@ def seeds(n=8, **metrics):
 
 def measure(arms, **extra):
     return verdicts.Measurements(
-        arms, extra.get("analytic", {}), extra.get("cost", {}), extra.get("speed", {}), 1000,
+        arms, extra.get("analytic", {}), extra.get("benchmarks", {}), 1000,
         extra.get("seeds", {}), extra.get("sweeps", {}),
     )  # fmt: skip
 
@@ -227,7 +228,8 @@ def synthetic_measurements(**changes):
     speed = {"gru_blocks": [5.0, 5.5, 4.8], "transformer_blocks": [9.0, 9.1, 8.7],
              "parallel_speedup": 1.6, "threads": 2}  # fmt: skip
     sweeps = {"gru": {"key": "peak_lr", "value": 0.01, "at_edge": False}}
-    return measure(arms, analytic=analytic, cost=cost, speed=speed,
+    benchmarks = {"quadratic_memory": cost, "rnn_slow": speed}  # each claim's own job
+    return measure(arms, analytic=analytic, benchmarks=benchmarks,
                    seeds={arm: SETTINGS.seeds_of(arm) for arm in SETTINGS.arms},
                    sweeps=sweeps)  # fmt: skip
 
@@ -272,7 +274,8 @@ def test_attention_is_judged_by_its_sign():
 def test_a_failed_manipulation_check_is_not_testable_here(untestable, changes):
     m = synthetic_measurements(**changes)
     if untestable == {"rnn_slow"}:
-        m = replace(m, speed={**m.speed, "parallel_speedup": 1.02})
+        slow = {**m.benchmarks["rnn_slow"], "parallel_speedup": 1.02}
+        m = replace(m, benchmarks={**m.benchmarks, "rnn_slow": slow})
     decisions = verdicts.judge_all(SETTINGS, m)
     found = {i for i, d in decisions.items() if d.verdict == protocol.NOT_TESTABLE}
     assert found == untestable
@@ -281,6 +284,40 @@ def test_a_failed_manipulation_check_is_not_testable_here(untestable, changes):
         assert not decisions[claim_id].adjusted  # out of the Holm family
     experiments = {c.id for c in SETTINGS.claims if c.kind == "experiment"}
     assert {i for i, d in decisions.items() if d.adjusted} == experiments - untestable
+
+
+def with_second_speed_claim(settings):
+    """The claims with a second speed claim: the GRU with attention against the baseline."""
+    slow = settings.claim("rnn_slow")
+    second = replace(slow, id="rnn_slow_attention", test={**slow.test, "arm": "gru_attention"})
+    return replace(settings, claims=(*settings.claims, second))
+
+
+def test_a_second_speed_claim_is_judged_on_its_own_numbers():
+    """v3 gave every claim of one test the first one's numbers: each benchmarked claim now
+    has a job of its own and is judged on what that job measured."""
+    settings = with_second_speed_claim(SETTINGS)
+    assert settings.benchmarked_by("claims_rnn_speed") == ["rnn_slow", "rnn_slow_attention"]
+    assert settings.benchmarked_by("claims_cost") == ["quadratic_memory"]
+    m = synthetic_measurements()
+    fast = {**m.benchmarks["rnn_slow"], "gru_blocks": [20.0, 21.0, 19.0]}
+    decisions = verdicts.judge_all(
+        settings, replace(m, benchmarks={**m.benchmarks, "rnn_slow_attention": fast})
+    )
+    assert decisions["rnn_slow"].verdict == protocol.SUPPORTED
+    assert decisions["rnn_slow_attention"].verdict == protocol.REFUTED
+
+
+def test_each_benchmarked_claim_is_a_job_of_its_own(workflow_copy):
+    listed = [dict(c) for c in CLAIMS["claims"]["list"]]
+    second = {**next(c for c in listed if c["id"] == "rnn_slow"), "id": "rnn_slow_attention"}
+    second["test"] = {**second["test"], "arm": "gru_attention"}
+    extra = write_config(workflow_copy / "second.yaml", {"claims": {"list": [*listed, second]}})
+    reduced = str(workflow_copy / "config/claims_reduced.yaml")
+    plan = snakemake(workflow_copy, "claims", "--configfile", reduced, str(extra), "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    jobs = re.findall(r"claims/benchmarks/(\w+)\.json", plan.stdout)
+    assert sorted(set(jobs)) == ["quadratic_memory", "rnn_slow", "rnn_slow_attention"]
 
 
 def test_the_edge_of_a_sweep_is_not_testable_here():

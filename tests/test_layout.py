@@ -8,6 +8,7 @@ import importlib
 import inspect
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,54 @@ def test_the_workflow_reads_nothing_under_tests():
 def test_scripts_and_benches_patch_no_import_path():
     for path in [*SCRIPTS.glob("*.py"), *(ROOT / "bench").glob("*.py")]:
         assert "sys.path" not in path.read_text(), path.name
+
+
+# The rules ask the library, claim by claim ----------------------------------------------------
+
+
+def claim_logic_in_rules(folder: Path) -> list[tuple[str, str]]:
+    """(rule file, name) for every string of a .smk file that names a per-arm metric
+    (claims.metrics.METRICS) or a test, direction or manipulation check (claims.kinds):
+    which evaluation an arm needs, and which numbers a claim's job reads, are the library's
+    to answer."""
+    from tcrformer.chapters.claims import kinds
+    from tcrformer.chapters.claims.metrics import METRICS
+
+    tests = {test for names in kinds.TESTS.values() for test in names}
+    names = {*METRICS, *tests, *kinds.DIRECTIONS, *kinds.PRECONDITIONS}
+    found = []
+    for path in sorted(folder.glob("*.smk")):
+        with path.open() as handle:
+            for token in tokenize.generate_tokens(handle.readline):
+                text = re.sub(r"^[a-zA-Z]*", "", token.string).strip("\"'")
+                if token.type == tokenize.STRING and text in names:
+                    found.append((path.name, text))
+    return found
+
+
+def test_no_rule_file_names_a_metric_or_a_test():
+    assert claim_logic_in_rules(RULES) == []
+
+
+def test_each_benchmarked_test_names_a_rule_that_runs_its_job():
+    from tcrformer.chapters.claims.kinds import BENCHMARKS, EVALUATED
+
+    assert set(BENCHMARKS) <= {test for tests in EVALUATED.values() for test in tests}
+    assert set(BENCHMARKS.values()) <= set(rules_of(RULES / "claims.smk"))
+
+
+def test_the_rule_check_sees_a_metric_table_put_back(tmp_path):
+    """v3's table of the extra each metric needs, and its look-up of a claim by its test,
+    in a copy of the claims helpers: both are caught."""
+    text = (RULES / "claims_common.smk").read_text()
+    text += 'EXTRAS = {"beam_net_wins": "beam", "init_scale": "init"}\n'
+    text += 'MIN_LENGTH = claim_test("quadratic").get("min_length")\n'
+    (tmp_path / "claims_common.smk").write_text(text)
+    assert claim_logic_in_rules(tmp_path) == [
+        ("claims_common.smk", "beam_net_wins"),
+        ("claims_common.smk", "init_scale"),
+        ("claims_common.smk", "quadratic"),
+    ]
 
 
 # The map ------------------------------------------------------------------------------------

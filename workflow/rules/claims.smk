@@ -5,7 +5,8 @@
 # tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C7).
 #
 #   results/<run>/claims/arms/<arm>/seed<s>/   history, metrics of one arm and seed
-#   results/<run>/claims/                      claims.{csv,md}, analytic.json, cost.csv, ...
+#   results/<run>/claims/benchmarks/           one benchmark job per claim that reads one
+#   results/<run>/claims/                      claims.{csv,md}, analytic.json, ...
 
 
 include: "claims_common.smk"
@@ -57,7 +58,7 @@ rule train_claim_arm:
     params:
         recipe=claim_recipe,
         evaluation=lambda wc: CLAIMS.recipe(wc.arm, int(wc.seed)).params(),
-        extras=claim_extras,
+        extras=lambda wc: CLAIMS.extras_of(wc.arm),
         beam_width=CLAIMS.beam_width,
         checkpoints=lambda wc: result(
             "claims", f"{JOB_FOLDER.format(arm=wc.arm, seed=wc.seed)}/checkpoints"
@@ -116,41 +117,41 @@ rule claims_analytic:
         "../scripts/claims_analytic.py"
 
 
+# The benchmarks: one job per claim whose test reads one (its numbers from its own test).
 rule claims_cost:
     output:
-        table=result("claims", "cost.csv"),
-        summary=result("claims", "cost.json"),
+        table=result("claims", "benchmarks/{claim}.csv"),
+        summary=result("claims", "benchmarks/{claim}.json"),
     log:
-        log_for("claims_cost"),
+        log_for("claims_cost_{claim}"),
     benchmark:
-        benchmark_for("claims_cost")
+        benchmark_for("claims_cost_{claim}")
+    wildcard_constraints:
+        claim=one_of(CLAIMS.benchmarked_by("claims_cost")),
     conda:
         "../../envs/torch.yaml"
     threads: TORCH_THREADS
     params:
         config=params_of("claims", "reversal", "toy", "notes", "figures", "numerics"),
-        min_length=claim_test("quadratic").get("min_length"),
     script:
         "../scripts/claims_cost.py"
 
 
 rule claims_rnn_speed:
     output:
-        speed=result("claims", "rnn_speed.json"),
+        speed=result("claims", "benchmarks/{claim}.json"),
     log:
-        log_for("claims_rnn_speed"),
+        log_for("claims_rnn_speed_{claim}"),
     benchmark:
-        benchmark_for("claims_rnn_speed")
+        benchmark_for("claims_rnn_speed_{claim}")
+    wildcard_constraints:
+        claim=one_of(CLAIMS.benchmarked_by("claims_rnn_speed")),
     conda:
         "../../envs/torch.yaml"
     threads: max(TORCH_THREADS, CLAIMS.speed["threads"])
     params:
-        transformer=lambda wc: CLAIMS.recipe(
-            claim_test("speed")["reference"], CLAIMS.seeds[0]
-        ).params(),
-        gru=lambda wc: CLAIMS.recipe(
-            claim_test("speed")["arm"], CLAIMS.seeds[0]
-        ).params(),
+        transformer=benchmark_recipe("reference"),
+        gru=benchmark_recipe("arm"),
         speed=CLAIMS.speed,
         numerics=NUMERICS,
     script:
@@ -164,9 +165,14 @@ rule claims_summary:
         registration=rules.claims_register.output.registration,
         sweeps=expand(rules.claims_sweep.output.choice, sweep=CLAIMS.sweeps),
         analytic=rules.claims_analytic.output.analytic,
-        cost=rules.claims_cost.output.summary,
-        cost_table=rules.claims_cost.output.table,
-        speed=rules.claims_rnn_speed.output.speed,
+        benchmarks=expand(
+            rules.claims_cost.output.summary,
+            claim=CLAIMS.benchmarked_by("claims_cost"),
+        )
+        + expand(
+            rules.claims_rnn_speed.output.speed,
+            claim=CLAIMS.benchmarked_by("claims_rnn_speed"),
+        ),
         plan=CLAIMS_PLAN,
     output:
         table=report(

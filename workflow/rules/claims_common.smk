@@ -9,26 +9,11 @@ CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
 # The power plan (seeds each claim needs), reported beside the seeds run, where there is one.
 CLAIMS_PLAN = [POWER_PLAN] if Path(POWER_PLAN).exists() else []
-# What a claim's metric adds to an arm's evaluation: metric -> the evaluation's extra.
-EXTRAS = {
-    "beam_net_wins": "beam",
-    "importance_rho": "importance",
-    "residue_rho": "attribution",
-    "init_scale": "init",
-}
 
 
 def claim_recipe(wc):
     """What trains an arm's seed: a change retrains it."""
     return CLAIMS.recipe(wc.arm, int(wc.seed)).training_params()
-
-
-def claim_extras(wc):
-    return [
-        extra
-        for metric, extra in EXTRAS.items()
-        if wc.arm in CLAIMS.arms_needing(metric)
-    ]
 
 
 def claim_jobs():
@@ -77,6 +62,14 @@ def sweep_values(wc):
     return {arm: getattr(CLAIMS.arms[arm], sweep.key) for arm in sweep.every_candidate}
 
 
-def claim_test(effect):
-    """The test of the first claim of this effect, or {} (its numbers feed a rule's params)."""
-    return next((c.test for c in CLAIMS.claims if c.test.get("effect") == effect), {})
+def benchmark_recipe(role):
+    """The recipe (at the first seed) of the arm that a benchmarked claim's test names as
+    `role` (arm or reference)."""
+    return lambda wc: CLAIMS.recipe(
+        CLAIMS.claim(wc.claim).test[role], CLAIMS.seeds[0]
+    ).params()
+
+
+def one_of(names):
+    """A wildcard constraint: exactly one of these names."""
+    return "|".join(names) or "none"

@@ -1,4 +1,4 @@
-"""Rule claims_cost: tcrformer.chapters.claims.compute.claims_cost (a benchmark)."""
+"""Rule claims_cost: tcrformer.chapters.claims.compute.claims_cost (a benchmark, one claim)."""
 
 from tcrformer.core.io import write_named
 from tcrformer.core.runner import run, torch_numerics
@@ -10,7 +10,7 @@ def main(smk):
     from tcrformer.chapters.claims.settings import Settings
 
     settings = Settings.from_config(smk.params.config)
-    write_named(smk.output, claims_cost(settings, smk.params.min_length))
+    write_named(smk.output, claims_cost(settings, settings.claim(smk.wildcards.claim)))
 
 
 run(main, snakemake)

@@ -1,4 +1,5 @@
-"""Rule claims_rnn_speed: tcrformer.chapters.claims.compute.claims_rnn_speed (a benchmark)."""
+"""Rule claims_rnn_speed: tcrformer.chapters.claims.compute.claims_rnn_speed (a benchmark,
+one claim)."""
 
 from tcrformer.core.io import write_named
 from tcrformer.core.runner import run, torch_numerics
@@ -15,7 +16,7 @@ def main(smk):
     )
     write_named(
         smk.output,
-        claims_rnn_speed(transformer, gru, **smk.params.speed),
+        claims_rnn_speed(smk.wildcards.claim, transformer, gru, **smk.params.speed),
     )
 
 

@@ -149,7 +149,7 @@ def figC5_attention_cost(data) -> Figure:
     memory_ax.set_xlabel("sequence length L")
     memory_ax.set_ylabel("bytes")
     memory_ax.set_title(data.title(f"memory ~ L^{data.cost['memory_exponent']:.2f}",
-                                   "quadratic_memory"), fontsize=9)  # fmt: skip
+                                   data.cost["claim"]), fontsize=9)  # fmt: skip
     memory_ax.legend()
     fig.suptitle("Fig. C5  Attention's cost grows with the square of the length")
     return fig

@@ -114,22 +114,53 @@ def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(constant, np.nan, (rx * ry).sum(-1) / norm)
 
 
-def row_correlations(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):
-    """(N, rows) rho[l, (b, t)] over the residue steps of every string (nan: left out).
+def residue_steps(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):
+    """The residue steps of every string over its source residues, a length at a time:
+    for each group of strings with n residues, attention (N, rows, n) and importance
+    (rows, n), so each group's rows stack into one array.
 
-    attention (N, B, Lt, Ls), importance (B, Lt, Ls). Strings are taken a length at a time,
-    so each group's residues stack into one (N, rows, n) array."""
+    attention (N, B, Lt, Ls), importance (B, Lt, Ls)."""
     steps, sources = residues(decoder_io(tgt)[1]).cpu(), residues(src).cpu()  # (B, Lt), (B, Ls)
     attention, importance = attention.cpu().numpy(), importance.cpu().numpy()
-    counts, rhos = sources.sum(1), []
+    counts = sources.sum(1)
     for n in counts.unique().tolist():
         group = (counts == n).nonzero().squeeze(1)  # (g,) strings with n residues
         where = sources[group].nonzero()[:, 1].view(-1, 1, n).numpy()  # (g, 1, n)
         rows, group = steps[group].numpy(), group.numpy()  # (g, Lt), (g,)
         a = np.take_along_axis(attention[:, group], where[None], -1)[:, rows]  # (N, r, n)
         i = np.take_along_axis(importance[group], where, -1)[rows]  # (r, n)
-        rhos.append(spearman_rows(a, i[None]))
+        yield a, i
+
+
+def row_correlations(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):
+    """(N, rows) rho[l, (b, t)] over the residue steps of every string (nan: left out).
+
+    attention (N, B, Lt, Ls), importance (B, Lt, Ls)."""
+    rhos = [spearman_rows(a, i[None]) for a, i in residue_steps(attention, importance, src, tgt)]
     return np.concatenate(rhos, axis=1) if rhos else np.zeros((attention.shape[0], 0))
+
+
+def attention_and_importance(
+    model: nn.Module, src: Tensor, tgt: Tensor, replacements: int = 3, seed: int = 0
+) -> tuple[Tensor, Tensor]:
+    """What attribution compares, on the strings src (B, Ls) and their targets tgt
+    (B, Lt + 1): every decoder layer's head-mean cross-attention a (N, B, Lt, Ls) and the
+    occlusion importance i (B, Lt, Ls), on the model's device."""
+    model.eval()
+    device = _device(model)
+    src, tgt = src.to(device), tgt.to(device)
+    with torch.no_grad():
+        attention = cross_attention_by_layer(model, src, decoder_io(tgt)[0])
+        return attention, importance(model, src, tgt, replacements, seed)
+
+
+def rho_by_layer(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):
+    """residue_rho_by_layer (the mean rho over the rows used, per layer) and the rows used."""
+    rho = row_correlations(attention, importance, src, tgt)  # (N, rows)
+    used = np.isfinite(rho)
+    by_layer = [float(row[kept].mean()) if kept.any() else math.nan
+                for row, kept in zip(rho, used, strict=True)]  # fmt: skip
+    return {"residue_rho_by_layer": by_layer, "residue_rows": [int(u.sum()) for u in used]}
 
 
 def residue_attribution(
@@ -137,19 +168,10 @@ def residue_attribution(
 ) -> dict[str, Any]:
     """Rank agreement of cross-attention with occlusion importance over the source residues
     of the held-out strings src (B, Ls) and their targets tgt (B, Lt + 1); see the module."""
-    model.eval()
-    device = _device(model)
-    src, tgt = src.to(device), tgt.to(device)
-    with torch.no_grad():
-        attention = cross_attention_by_layer(model, src, decoder_io(tgt)[0])
-        importances = importance(model, src, tgt, replacements, seed)
-    rho = row_correlations(attention, importances, src, tgt)  # (N, rows)
-    used = np.isfinite(rho)
-    by_layer = [float(row[kept].mean()) if kept.any() else math.nan
-                for row, kept in zip(rho, used, strict=True)]  # fmt: skip
+    attention, importances = attention_and_importance(model, src, tgt, replacements, seed)
+    found = rho_by_layer(attention, importances, src, tgt)
     return {
-        "residue_rho": float(np.mean(by_layer)),
-        "residue_rho_by_layer": by_layer,
-        "residue_rows": [int(u.sum()) for u in used],
+        "residue_rho": float(np.mean(found["residue_rho_by_layer"])),
+        **found,
         "replacements": replacements,
     }

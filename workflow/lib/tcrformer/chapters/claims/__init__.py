@@ -5,6 +5,8 @@ written before the run (config/claims.yaml) and a verdict computed by code (targ
     compute.py      the rules: train_claim_arm (then evaluate_claim_arm), claims_analytic,
                     claims_cost, claims_rnn_speed, claims_summary
     figure_data.py  what Figs. C1-C6 draw
+    metrics.py      the per-arm metrics a claim tests or reports (METRICS), and the
+                    evaluation's extras each needs
     analytic.py     the experiments that need no training
     verdicts.py     each kind of criterion, evaluated
 """

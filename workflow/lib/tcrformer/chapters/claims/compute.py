@@ -3,7 +3,8 @@
 claims_register     before any arm trains: every claim's digest (the pre-registration)
 train_claim_arm     one arm, one seed, trained and then evaluated in the same job: the
                     history (loss and pre-clip gradient norm at every step) and the metrics
-evaluate_claim_arm  a saved model's metrics, one number per claim metric (training.measures)
+evaluate_claim_arm  a saved model's metrics: what every arm gets, its extras, and each metric
+                    of metrics.METRICS they allow
 claims_sweep        a sweep's choice: the candidate arm with the best validation metric
 claims_analytic     the experiments without training (analytic.py)
 claims_cost         attention's time and memory against the sequence length (a benchmark)
@@ -29,16 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims import analytic
-from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
-from tcrformer.chapters.claims.settings import Settings, Sweep
+from tcrformer.chapters.claims import analytic, metrics
+from tcrformer.chapters.claims.settings import Claim, Settings, Sweep
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import Measurements, judge_all
 from tcrformer.core.io import read_csv, write_csv
-
-INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
-ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is measured on
-
 
 # Pre-registration ------------------------------------------------------------------------------
 
@@ -46,6 +42,7 @@ ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is m
 # The code that turns measurements into verdicts: a registration fixes it with the claims.
 DECISION_CODE = (
     "chapters/claims/kinds.py",
+    "chapters/claims/metrics.py",
     "chapters/claims/protocol.py",
     "chapters/claims/verdicts.py",
     "training/measures.py",
@@ -120,51 +117,41 @@ def train_claim_arm(
 def evaluate_claim_arm(
     recipe, model_path: str, history_path: str, extras: Sequence[str], beam_width: int
 ) -> dict[str, Any]:
-    """Every metric a claim reads of this arm and seed, one number each where a claim tests
-    it; `extras` adds beam search, head ablations or the step-0 signal scales."""
-    from tcrformer.training import measures
+    """Every metric a claim reads of this arm and seed: what every arm gets, then the
+    `extras` its claims need (metrics.EXTRAS: beam search, head ablations, residue
+    attribution, the step-0 signal scales), then each registered metric they allow."""
+    from tcrformer.training.measures import heldout
     from tcrformer.training.model import load_model
-    from tcrformer.training.schedule import label_smoothing_floor
 
     model, architecture = load_model(model_path, recipe.impl)
-    history = read_csv(history_path)
-    src, tgt = measures.heldout(recipe)
-    correct = measures.exact_rows(model, src, tgt)
-    by_length = measures.exact_by_length(correct, src)
-    floor = label_smoothing_floor(recipe.label_smoothing)
-    metrics: dict[str, Any] = {
-        "arm_architecture": architecture,
-        "heldout_exact": int(correct.sum()),
-        "heldout_fraction": float(correct.float().mean()),
-        "exact_by_length": by_length,
-        "forgetting": by_length[min(by_length)] - by_length[max(by_length)],
-        **measures.curve_metrics(history, floor=floor, stress_step=recipe.stress_step),
-        **measures.calibration(model, src, tgt),
-    }
-    metrics["diverged"] = float(
-        metrics["heldout_fraction"] < DIVERGED_BELOW or not math.isfinite(metrics["final_loss"])
-    )
-    train_strings = measures.training_strings(recipe)
-    if train_strings is not None:
-        fraction = float(measures.exact_rows(model, *train_strings).float().mean())
-        metrics.update(train_fraction=fraction, gap=fraction - metrics["heldout_fraction"])
-    if "beam" in extras:
-        beam = measures.beam_metrics(model, src, tgt, beam_width)
-        metrics.update(beam, beam_net_wins=(beam["beam_wins"] - beam["beam_losses"]) / len(src))
-    if "importance" in extras:
-        heads = measures.head_ablations(model, src, tgt)
-        rho = measures.rank_correlation([h["antidiagonal"] for h in heads],
-                                        [h["drop"] for h in heads])  # fmt: skip
-        metrics.update(heads=heads, importance_rho=rho)  # signed (v2 took |rho|: post hoc)
-    if "attribution" in extras:
-        from tcrformer.training.attribution import residue_attribution
+    e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), read_csv(history_path), beam_width,
+                           numbers={"arm_architecture": architecture})  # fmt: skip
+    common_evaluation(e)
+    for extra in extras:
+        metrics.EXTRAS[extra](e)
+    for name in metrics.computable(extras):
+        e.numbers[name] = metrics.METRICS[name].compute(e)
+    return {"metrics": finite_or_none(e.numbers)}
 
-        metrics.update(residue_attribution(model, src[:ATTRIBUTION_STRINGS],
-                                           tgt[:ATTRIBUTION_STRINGS]))  # fmt: skip
-    if "init" in extras:
-        ratios = measures.activation_ratios(recipe, src[:INIT_STRINGS], tgt[:INIT_STRINGS])
-        metrics.update(activation_ratios=ratios, init_scale=measures.init_scale(ratios))
-    return {"metrics": finite_or_none(metrics)}
+
+def common_evaluation(e: metrics.ArmEvaluation) -> None:
+    """What every arm's evaluation measures: held-out exact (overall and by length), the
+    loss curve's numbers, calibration, and on a fixed training set the train minus
+    held-out gap."""
+    from tcrformer.training import measures
+
+    correct = measures.exact_rows(e.model, e.src, e.tgt)
+    e.numbers.update(
+        heldout_exact=int(correct.sum()),
+        heldout_fraction=float(correct.float().mean()),
+        exact_by_length=measures.exact_by_length(correct, e.src),
+        **measures.curve_metrics(e.history, floor=e.floor, stress_step=e.recipe.stress_step),
+        **measures.calibration(e.model, e.src, e.tgt),
+    )
+    train_strings = measures.training_strings(e.recipe)
+    if train_strings is not None:
+        fraction = float(measures.exact_rows(e.model, *train_strings).float().mean())
+        e.numbers.update(train_fraction=fraction, gap=fraction - e.numbers["heldout_fraction"])
 
 
 def finite_or_none(value: Any) -> Any:
@@ -276,15 +263,16 @@ def claims_analytic(settings: Settings, toy, d_model: int) -> dict[str, Any]:
     }
 
 
-def claims_cost(settings: Settings, min_length: int) -> dict[str, Any]:
-    """The cost benchmark; the exponents are fitted over L >= min_length, or over the two
-    longest lengths when fewer reach it (a reduced run)."""
+def claims_cost(settings: Settings, claim: Claim) -> dict[str, Any]:
+    """One claim's cost benchmark; the exponents are fitted over L >= its test's
+    min_length, or over the two longest lengths when fewer reach it (a reduced run)."""
     rows = analytic.attention_cost(list(settings.cost_lengths))
     lengths = [r["length"] for r in rows]
-    min_length = min(min_length or 0, sorted(lengths)[-2])
+    min_length = min(claim.test.get("min_length") or 0, sorted(lengths)[-2])
     return {
         "table": pd.DataFrame(rows),
         "summary": {
+            "claim": claim.id,
             "memory_exponent": analytic.growth_exponent(
                 lengths, [r["allocated_bytes"] for r in rows], min_length
             ),
@@ -292,17 +280,18 @@ def claims_cost(settings: Settings, min_length: int) -> dict[str, Any]:
                 lengths, [r["seconds"] for r in rows], min_length
             ),
             "min_length": min_length,
+            "rows": rows,
         },
     }
 
 
 def claims_rnn_speed(
-    transformer, gru, length: int, threads: int, steps: int, blocks: int
+    claim: str, transformer, gru, length: int, threads: int, steps: int, blocks: int
 ) -> dict[str, Any]:
-    """Training steps per second of both recipes on the same batches of strings of
-    `length`, blocks alternating in this process after a warm-up: the GRU and the
-    Transformer on `threads` threads, and the Transformer on one (what a second thread buys,
-    the benchmark's manipulation check)."""
+    """One claim's benchmark: training steps per second of both recipes on the same
+    batches of strings of `length`, blocks alternating in this process after a warm-up: the
+    GRU and the Transformer on `threads` threads, and the Transformer on one (what a second
+    thread buys, the benchmark's manipulation check)."""
     import torch
 
     from tcrformer.training.data import random_batch
@@ -333,8 +322,8 @@ def claims_rnn_speed(
                 rates[name].append(steps / (time.perf_counter() - start))
     finally:
         torch.set_num_threads(before)
-    speed: dict[str, Any] = {f"{name}_steps_per_s": statistics.median(r)
-                             for name, r in rates.items()}  # fmt: skip
+    speed: dict[str, Any] = {"claim": claim}
+    speed.update({f"{name}_steps_per_s": statistics.median(r) for name, r in rates.items()})
     speed.update({f"{name}_blocks": r for name, r in rates.items()})
     speed.update(
         length=length,
@@ -354,19 +343,18 @@ def claims_summary(
     metrics: Mapping[str, Sequence[Mapping[str, Any]]],
     histories: Mapping[str, Sequence[pd.DataFrame]],
     analytic_results: Mapping[str, Any],
-    cost: Mapping[str, Any],
-    cost_table: pd.DataFrame,
-    speed: Mapping[str, Any],
+    benchmarks: Mapping[str, Mapping[str, Any]],
     registration: Mapping[str, Any],
     sweeps: Mapping[str, Mapping[str, Any]],
     plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every claim's effect, intervals, margin, manipulation check and verdict (claims.csv,
     claims.md), marked where the claim or the decision code differs from its registration,
-    with the seeds the power plan asked for; and what the figures draw."""
+    with the seeds the power plan asked for; and what the figures draw. `benchmarks`: each
+    benchmark job's results, by the claim it measures."""
     seeds = {arm: settings.seeds_of(arm) for arm in metrics}
-    measurements = Measurements(metrics, analytic_results, cost, speed, settings.eval_n,
-                                seeds, sweeps)  # fmt: skip
+    measurements = Measurements(metrics, analytic_results, benchmarks, settings.eval_n, seeds,
+                                sweeps)  # fmt: skip
     decisions = judge_all(settings, measurements)
     rows = table_rows(settings, decisions, registration, plan, decision_code_digest())
     table = pd.DataFrame(rows)
@@ -374,6 +362,6 @@ def claims_summary(
         "table": table,
         "md": claims_markdown(table, settings, registration, sweeps),
         "figure_data": figure_data(
-            settings, metrics, histories, analytic_results, cost, cost_table, speed, table
+            settings, metrics, histories, analytic_results, benchmarks, table
         ),  # fmt: skip
     }

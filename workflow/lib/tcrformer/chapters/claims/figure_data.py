@@ -27,8 +27,8 @@ class ClaimsFigures:
     exact_by_length: dict[str, dict[str, float]]  # arm -> {length: exact fraction}
     beam: dict[str, dict[str, float]]  # arm -> beam wins, ties, losses, net wins (medians)
     analytic: dict[str, Any]
-    cost: dict[str, Any]  # exponents and rows (length, seconds, allocated_bytes, score_bytes)
-    speed: dict[str, float]
+    cost: dict[str, Any]  # the claim, exponents, rows (length, seconds, allocated_bytes, ...)
+    speed: dict[str, Any]  # the claim, steps per second of each recipe and block
 
     def title(self, text: str, claim: str) -> str:
         """A panel title with the claim's verdict (and the reduced-run mark)."""

@@ -13,6 +13,8 @@ EVALUATED = {
     "benchmark": ("speed",),
 }
 TESTS = {"experiment": EFFECTS, **EVALUATED}  # kind -> the tests it may run
+# The tests that read a benchmark job of their own, one per claim: test -> the rule.
+BENCHMARKS = {"quadratic": "claims_cost", "speed": "claims_rnn_speed"}
 KINDS = tuple(TESTS)
 # Manipulation checks a claim may register (`precondition`): did the situation the claim
 # speaks of occur here (verdicts.PRECONDITIONS)? One that fails makes it NOT TESTABLE HERE.

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tcrformer.chapters.claims.kinds import DIRECTIONS, KINDS, PRECONDITIONS, TESTS
+from tcrformer.chapters.claims.kinds import BENCHMARKS, DIRECTIONS, KINDS, PRECONDITIONS, TESTS
+from tcrformer.chapters.claims.metrics import extras_for
 from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
@@ -44,6 +45,10 @@ class Claim:
         for check in self.precondition:
             names += [check["arm"]] if "arm" in check else list(check.get("arms", []))
         return list(dict.fromkeys(names))
+
+    def metrics(self) -> list[str]:
+        """The per-arm metrics the claim tests or reports beside its test."""
+        return [m for m in (self.test.get("metric"), *self.test.get("report", ())) if m]
 
     def digest(self, recipes: Mapping[str, Recipe]) -> str:
         """What a pre-registration fixes: the claim (all but its revision note) and the
@@ -215,12 +220,26 @@ class Settings:
             return self.check_seeds
         return self.seeds
 
-    def arms_needing(self, metric: str) -> list[str]:
-        """The arms whose evaluation a claim on this metric extends (beam, ablation, init,
-        attribution): the claims that test it or report it beside their own."""
-        return sorted({a for c in self.claims
-                       if metric == c.test.get("metric") or metric in c.test.get("report", ())
-                       for a in c.arms()})  # fmt: skip
+    def claim(self, claim_id: str) -> Claim:
+        """The claim of this id."""
+        for claim in self.claims:
+            if claim.id == claim_id:
+                return claim
+        raise ConfigError("claims.list", claim_id, "no claim has this id")
+
+    def arms_reading(self, metric: str) -> list[str]:
+        """The arms of the claims that test this metric or report it beside their own."""
+        return sorted({a for c in self.claims if metric in c.metrics() for a in c.arms()})
+
+    def extras_of(self, arm: str) -> list[str]:
+        """What this arm's evaluation adds (metrics.EXTRAS) for the metrics that the claims
+        reading it test or report."""
+        return extras_for({m for c in self.claims if arm in c.arms() for m in c.metrics()})
+
+    def benchmarked_by(self, rule: str) -> list[str]:
+        """The claims whose test reads a job of this benchmark rule of their own
+        (kinds.BENCHMARKS), by id."""
+        return [c.id for c in self.claims if BENCHMARKS.get(c.test.get("effect")) == rule]
 
     def registration(self) -> dict[str, str]:
         """{claim id: digest}: what a registration before training fixes."""

@@ -172,13 +172,18 @@ def pooled_bins(seeds: Sequence[Mapping[str, Any]]) -> list[list[float]]:
     return np.column_stack([count, weighted]).tolist()
 
 
-def figure_data(settings, metrics, histories, analytic_results, cost, cost_table, speed, table):
+def figure_data(settings, metrics, histories, analytic_results, benchmarks, table):
+    """What the figures draw; of the benchmarks (by claim), the first claim's of each rule."""
     every = 10
     experiments = [c for c in settings.claims if c.kind == "experiment"]
     rows = table.set_index("id")
 
     def arms_of(metric: str) -> list[str]:
-        return [a for a in settings.arms_needing(metric) if a in metrics]
+        return [a for a in settings.arms_reading(metric) if a in metrics]
+
+    def first_of(rule: str) -> dict[str, Any]:
+        claims = settings.benchmarked_by(rule)
+        return dict(benchmarks[claims[0]]) if claims else {}
 
     return {
         "reduced": settings.reduced,
@@ -233,6 +238,6 @@ def figure_data(settings, metrics, histories, analytic_results, cost, cost_table
             for arm in arms_of("beam_net_wins")
         },  # fmt: skip
         "analytic": dict(analytic_results),
-        "cost": {**cost, "rows": cost_table.to_dict(orient="records")},
-        "speed": dict(speed),
+        "cost": first_of("claims_cost"),
+        "speed": first_of("claims_rnn_speed"),
     }

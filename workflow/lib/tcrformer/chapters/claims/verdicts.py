@@ -5,7 +5,8 @@ The inputs are the measurements the claims chapter made:
     arms[arm]   a list over the arm's seeds of each seed's metrics (evaluate_claim_arm)
     seeds[arm]  those seeds: the arms of an experiment are paired by seed
     analytic    the experiments without training (analytic.py)
-    cost        the attention cost benchmark; speed the GRU and Transformer step rates
+    benchmarks  per claim whose test reads a benchmark job of its own (kinds.BENCHMARKS):
+                the attention cost, or the GRU and Transformer step rates
     sweeps      each sweep's choice (whether its best rate is at the grid's edge)
 
 First each claim's manipulation checks (PRECONDITIONS): did the situation the claim speaks
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,11 +43,15 @@ from tcrformer.chapters.claims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
 class Measurements:
     arms: Mapping[str, Sequence[Mapping[str, Any]]]  # arm -> per-seed metrics
     analytic: Mapping[str, Any]
-    cost: Mapping[str, Any]
-    speed: Mapping[str, Any]
+    benchmarks: Mapping[str, Mapping[str, Any]]  # claim id -> its benchmark job's results
     eval_n: int
     seeds: Mapping[str, Sequence[int]] = field(default_factory=dict)  # arm -> its seeds
     sweeps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> choice
+    benchmark: Mapping[str, Any] = field(default_factory=dict)  # the judged claim's (for_claim)
+
+    def for_claim(self, claim_id: str) -> Measurements:
+        """What one claim is judged on: these measurements, with its own benchmark's."""
+        return replace(self, benchmark=self.benchmarks.get(claim_id, {}))
 
     def seeds_of(self, arm: str) -> list[int]:
         return list(self.seeds.get(arm, range(len(self.arms[arm]))))
@@ -145,7 +150,7 @@ def _blowup(check, m: Measurements) -> tuple[bool, str]:
 
 def _parallelism(check, m: Measurements) -> tuple[bool, str]:
     """The Transformer gains at least `at_least` from the benchmark's threads."""
-    gain, threads = float(m.speed["parallel_speedup"]), int(m.speed["threads"])
+    gain, threads = float(m.benchmark["parallel_speedup"]), int(m.benchmark["threads"])
     ok = threads >= 2 and gain >= check["at_least"]
     return (
         ok,
@@ -241,10 +246,10 @@ def _permutation(test, m: Measurements, *_):
 
 def _quadratic(test, m: Measurements, *_):
     """HOLDS if the memory exponent over L >= min_length lies in [low, high]."""
-    memory, seconds = m.cost["memory_exponent"], m.cost["time_exponent"]
+    memory, seconds = m.benchmark["memory_exponent"], m.benchmark["time_exponent"]
     text = (
         f"allocated memory grows as L^{memory:.2f}; time (a benchmark) as L^{seconds:.2f} "
-        f"(L >= {m.cost['min_length']}, this machine)"
+        f"(L >= {m.benchmark['min_length']}, this machine)"
     )
     return (HOLDS if test["low"] <= memory <= test["high"] else FAILS), text, None
 
@@ -252,8 +257,8 @@ def _quadratic(test, m: Measurements, *_):
 def _speed(test, m: Measurements, *_):
     """SUPPORTED if every block's GRU/Transformer step-rate ratio is below `below`; NOT
     SUPPORTED if every one is above `above`; otherwise INCONCLUSIVE."""
-    gru = np.asarray(m.speed["gru_blocks"], float)
-    transformer = np.asarray(m.speed["transformer_blocks"], float)
+    gru = np.asarray(m.benchmark["gru_blocks"], float)
+    transformer = np.asarray(m.benchmark["transformer_blocks"], float)
     ratios = gru / transformer
     text = (
         f"GRU over Transformer steps/s per block {', '.join(f'{r:.2f}' for r in ratios)} "
@@ -289,7 +294,8 @@ def judge_all(settings, m: Measurements) -> dict[str, protocol.Decision]:
     leaves the family; the other experiments are one Holm family; every other claim alone."""
     decisions, effects, samples = {}, {}, {}
     for claim in settings.claims:
-        met, situation = precondition_met(claim, m)
+        seen = m.for_claim(claim.id)
+        met, situation = precondition_met(claim, seen)
         if claim.kind == "experiment":
             found, samples[claim.id] = experiment_effect(claim.test, m, settings.flips)
             decisions[claim.id] = protocol.Decision(NOT_TESTABLE, "", found, adjusted=met,
@@ -297,7 +303,7 @@ def judge_all(settings, m: Measurements) -> dict[str, protocol.Decision]:
             if met:
                 effects[claim.id] = found
         else:
-            verdict, text, found = EVALUATORS[claim.kind][claim.test["effect"]](claim.test, m)
+            verdict, text, found = EVALUATORS[claim.kind][claim.test["effect"]](claim.test, seen)
             decisions[claim.id] = protocol.Decision(
                 verdict if met else NOT_TESTABLE, text, found, precondition=situation
             )

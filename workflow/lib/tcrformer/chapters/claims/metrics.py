@@ -1,0 +1,211 @@
+"""The per-arm metrics a claim can test or report, one registry (METRICS), each with the
+evaluation extra it needs.
+
+An arm's evaluation (compute.evaluate_claim_arm) first measures what every arm gets (held-out
+exact, overall and by length; the loss curve's numbers; calibration; on a fixed training
+set, the train minus held-out gap), then the extras its claims need (EXTRAS), then every
+registered metric whose extra ran. Each metric is a function of that evaluation, where its
+definition is written once:
+
+    diverged         1 if held-out exact < DIVERGED_BELOW or a loss is not finite, else 0
+    forgetting       exact at the shortest length minus exact at the longest
+    beam_net_wins    (strings where beam's output is more probable than greedy's, minus
+                     those where it is less) / strings
+    importance_rho   Spearman over the cross-attention heads: anti-diagonal mass against
+                     the exact reversals lost when the head is zeroed (signed)
+    residue_rho      the mean over decoder layers of the mean Spearman rho per residue step
+                     between attention and occlusion importance (training.attribution)
+    top1_agreement   last decoder layer: the chance that the most-attended residue is the
+                     most important one, mean over residue steps (v4_metrics)
+    mass_on_top      last decoder layer: the attention on the most important residue
+    init_scale       mean |log2| of the step-0 sub-layers' output over input RMS
+
+A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
+extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
+or `report`, and Settings.extras_of asks for its extra on the claim's arms.
+
+numpy and torch are imported inside the functions: the workflow asks Settings.extras_of
+when it reads the claims file, before any rule runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
+
+INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
+ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is measured on
+REPLACEMENTS = 3  # occlusions per residue (attribution.importance)
+
+
+@dataclass
+class ArmEvaluation:
+    """What an arm's evaluation has: the trained model and its recipe (with the evaluation
+    fields), the held-out strings src (eval_n, Ls) and targets tgt (eval_n, Lt + 1), the
+    training history (loss, grad_norm per step), and what is measured so far: `numbers`
+    are written to the job's metrics.json, `arrays` only handed on to the metrics."""
+
+    model: Any
+    recipe: Any
+    src: Any
+    tgt: Any
+    history: Any
+    beam_width: int = 1
+    numbers: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def floor(self) -> float:
+        """The lowest loss the recipe's label smoothing allows (nats)."""
+        from tcrformer.training.schedule import label_smoothing_floor
+
+        return label_smoothing_floor(self.recipe.label_smoothing)
+
+
+# The extras: what some arms' evaluations add --------------------------------------------------
+
+
+def beam(e: ArmEvaluation) -> None:
+    """Greedy against beam search on every held-out string, both outputs scored by one
+    teacher-forced pass: wins, ties, losses, exact and mean log-probabilities."""
+    from tcrformer.training import measures
+
+    e.numbers.update(measures.beam_metrics(e.model, e.src, e.tgt, e.beam_width))
+
+
+def head_ablation(e: ArmEvaluation) -> None:
+    """Every cross-attention head: its anti-diagonal mass, and the exact reversals lost when
+    it is zeroed."""
+    from tcrformer.training import measures
+
+    e.numbers["heads"] = measures.head_ablations(e.model, e.src, e.tgt)
+
+
+def attribution(e: ArmEvaluation) -> None:
+    """Every decoder layer's cross-attention and the occlusion importance of each source
+    residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; v3's
+    rho by layer (reported)."""
+    from tcrformer.training.attribution import attention_and_importance, rho_by_layer
+
+    src, tgt = e.src[:ATTRIBUTION_STRINGS], e.tgt[:ATTRIBUTION_STRINGS]
+    attention, importance = attention_and_importance(e.model, src, tgt, REPLACEMENTS)
+    e.arrays["attribution"] = (attention, importance, src, tgt)
+    e.numbers.update(rho_by_layer(attention, importance, src, tgt), replacements=REPLACEMENTS)
+
+
+def init(e: ArmEvaluation) -> None:
+    """The seed's initial weights (step 0): each sub-layer's output RMS over its input RMS."""
+    from tcrformer.training import measures
+
+    src, tgt = e.src[:INIT_STRINGS], e.tgt[:INIT_STRINGS]
+    e.numbers["activation_ratios"] = measures.activation_ratios(e.recipe, src, tgt)
+
+
+# name -> what it adds, in the order an evaluation runs them
+EXTRAS: dict[str, Callable[[ArmEvaluation], None]] = {
+    "beam": beam,
+    "importance": head_ablation,
+    "attribution": attribution,
+    "init": init,
+}
+
+
+# The metrics ------------------------------------------------------------------------------------
+
+
+def diverged(e: ArmEvaluation) -> float:
+    n = e.numbers
+    return float(n["heldout_fraction"] < DIVERGED_BELOW or not math.isfinite(n["final_loss"]))
+
+
+def forgetting(e: ArmEvaluation) -> float:
+    by_length = e.numbers["exact_by_length"]
+    return by_length[min(by_length)] - by_length[max(by_length)]
+
+
+def beam_net_wins(e: ArmEvaluation) -> float:
+    return (e.numbers["beam_wins"] - e.numbers["beam_losses"]) / len(e.src)
+
+
+def importance_rho(e: ArmEvaluation) -> float:
+    from tcrformer.training.measures import rank_correlation
+
+    heads = e.numbers["heads"]
+    return rank_correlation([h["antidiagonal"] for h in heads], [h["drop"] for h in heads])
+
+
+def residue_rho(e: ArmEvaluation) -> float:
+    import numpy as np
+
+    return float(np.mean(e.numbers["residue_rho_by_layer"]))
+
+
+def _last_layer_residue_steps(e: ArmEvaluation):
+    """The last decoder layer's attention and the importance at the residue steps,
+    (rows, Ls) each. Padding is 0 in both, and never a top: a row's attention on its
+    residues sums to 1, and a row used has an importance above v4_metrics.MIN_IMPORTANCE."""
+    from tcrformer.models.transformer import decoder_io
+    from tcrformer.training.attribution import residues
+
+    attention, importance, _, tgt = e.arrays["attribution"]
+    steps = residues(decoder_io(tgt)[1]).to(importance.device)  # (B, Lt)
+    return attention[-1][steps].cpu().numpy(), importance[steps].cpu().numpy()
+
+
+def last_layer_top1(e: ArmEvaluation) -> float:
+    from tcrformer.chapters.claims import v4_metrics
+
+    return v4_metrics.top1_agreement(*_last_layer_residue_steps(e))
+
+
+def last_layer_mass_on_top(e: ArmEvaluation) -> float:
+    from tcrformer.chapters.claims import v4_metrics
+
+    return v4_metrics.mass_on_top(*_last_layer_residue_steps(e))
+
+
+def step0_scale(e: ArmEvaluation) -> float:
+    from tcrformer.training import measures
+
+    return measures.init_scale(e.numbers["activation_ratios"])
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-arm number a claim can test or report: the function that computes it from an
+    ArmEvaluation, and the extra (EXTRAS) that evaluation needs first, or None."""
+
+    compute: Callable[[ArmEvaluation], float]
+    extra: str | None = None
+
+
+METRICS: dict[str, Metric] = {
+    "diverged": Metric(diverged),
+    "forgetting": Metric(forgetting),
+    "beam_net_wins": Metric(beam_net_wins, "beam"),
+    "importance_rho": Metric(importance_rho, "importance"),
+    "residue_rho": Metric(residue_rho, "attribution"),
+    "top1_agreement": Metric(last_layer_top1, "attribution"),
+    "mass_on_top": Metric(last_layer_mass_on_top, "attribution"),
+    "init_scale": Metric(step0_scale, "init"),
+}
+if not {m.extra for m in METRICS.values()} <= {None, *EXTRAS}:
+    raise ImportError("metrics: a metric needs an extra that EXTRAS does not have")
+
+
+def extras_for(names: Iterable[str]) -> list[str]:
+    """The extras the registered metrics among `names` need, in EXTRAS' order (a name the
+    registry does not hold is measured for every arm, or not at all: it needs none)."""
+    needed = {METRICS[name].extra for name in names if name in METRICS}
+    return [extra for extra in EXTRAS if extra in needed]
+
+
+def computable(extras: Iterable[str]) -> list[str]:
+    """The metrics an evaluation with these extras computes: every metric that needs none,
+    and each whose extra ran."""
+    ran = {None, *extras}
+    return [name for name, metric in METRICS.items() if metric.extra in ran]
