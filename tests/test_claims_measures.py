@@ -107,3 +107,22 @@ def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_b
     assert v4.recipe("baseline", 3).eval_seed == v4.recipe("no_scaling", 3).eval_seed == 6003
     held_out = [measures.heldout(v4.recipe("baseline", s).replace(eval_n=50))[0] for s in (3, 4)]
     assert not torch.equal(*held_out)
+
+
+def test_a_claim_job_measures_the_excess_at_its_snapshots_and_keeps_no_weights(tmp_path):
+    from tcrformer.chapters.claims.compute import train_claim_arm
+    from tcrformer.core.config import ConfigError
+
+    recipe = tiny(steps=40, snapshot_steps=(30, 40), dropout=0.3)
+    job = train_claim_arm(recipe, recipe, tmp_path, {}, extras=["snapshots", "entropy"])
+    numbers = job["metrics"]
+    excess = numbers["excess_by_step"]
+    assert sorted(excess) == [30, 40] and excess[30] != excess[40]  # neither capped
+    mean = sum(excess.values()) / 2
+    assert numbers["log2_excess"] == pytest.approx(math.log2(mean))
+    assert numbers["initial_entropy"] == measures.initial_attention_entropy(
+        recipe, measures.heldout(recipe)[0][:200]
+    )
+    assert not list(tmp_path.rglob("*.safetensors"))  # measured, then removed
+    with pytest.raises(ConfigError, match="snapshot_steps"):
+        tiny(snapshot_steps=(9,))

@@ -271,6 +271,10 @@ def _check(recipe: Recipe) -> None:
             recipe.warmup,
             f"the linear schedule needs warmup < steps = {recipe.steps}",
         )
+    if any(not 1 <= step <= recipe.steps for step in recipe.snapshot_steps):
+        raise ConfigError(
+            f"{where}.snapshot_steps", list(recipe.snapshot_steps), f"outside 1..{recipe.steps}"
+        )
     if recipe.stress_step > recipe.steps:
         raise ConfigError(
             f"{where}.stress_step", recipe.stress_step, f"after the last step ({recipe.steps})"

@@ -19,6 +19,11 @@ definition is written once:
                      most important one, mean over residue steps (v4_metrics)
     mass_on_top      last decoder layer: the attention on the most important residue
     init_scale       mean |log2| of the step-0 sub-layers' output over input RMS
+    log2_excess      log2 of the eval-mode loss above the smoothing floor, the mean over
+                     the weight snapshots the arm's claims name (training.measures.eval_excess;
+                     a diverged snapshot counts as the uniform predictor); the paired
+                     difference of two arms' is the log2 ratio of their excesses
+    initial_entropy  the encoder's self-attention entropy at step 0 (nats; low: spiky)
 
 A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
 extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
@@ -55,6 +60,7 @@ class ArmEvaluation:
     tgt: Any
     history: Any
     beam_width: int = 1
+    snapshots: dict[int, Any] = field(default_factory=dict)  # step -> the weights kept then
     numbers: dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, Any] = field(default_factory=dict)
 
@@ -105,12 +111,35 @@ def init(e: ArmEvaluation) -> None:
     e.numbers["activation_ratios"] = measures.activation_ratios(e.recipe, src, tgt)
 
 
+def excess(e: ArmEvaluation) -> None:
+    """The eval-mode excess over the floor at each weight snapshot, on the first
+    EXCESS_STRINGS held-out strings."""
+    from tcrformer.training import measures
+
+    src, tgt = e.src[: measures.EXCESS_STRINGS], e.tgt[: measures.EXCESS_STRINGS]
+    e.numbers["excess_by_step"] = {
+        step: measures.eval_excess(model, src, tgt, e.recipe.label_smoothing)
+        for step, model in e.snapshots.items()
+    }
+
+
+def entropy(e: ArmEvaluation) -> None:
+    """The encoder's self-attention entropy at step 0 and after training (reported)."""
+    from tcrformer.training import measures
+
+    src = e.src[:ATTRIBUTION_STRINGS]
+    e.numbers["trained_entropy"] = measures.attention_entropy(e.model, src)
+    e.numbers["initial_entropy"] = measures.initial_attention_entropy(e.recipe, src)
+
+
 # name -> what it adds, in the order an evaluation runs them
 EXTRAS: dict[str, Callable[[ArmEvaluation], None]] = {
     "beam": beam,
     "importance": head_ablation,
     "attribution": attribution,
     "init": init,
+    "snapshots": excess,
+    "entropy": entropy,
 }
 
 
@@ -174,6 +203,18 @@ def step0_scale(e: ArmEvaluation) -> float:
     return measures.init_scale(e.numbers["activation_ratios"])
 
 
+def log2_excess(e: ArmEvaluation) -> float:
+    by_step = e.numbers["excess_by_step"]
+    if not by_step:
+        raise ValueError(f"arm {e.recipe.name}: log2_excess needs weight snapshots "
+                         "(the claim's test names no `snapshots`)")  # fmt: skip
+    return math.log2(sum(by_step.values()) / len(by_step))
+
+
+def initial_entropy(e: ArmEvaluation) -> float:
+    return e.numbers["initial_entropy"]
+
+
 @dataclass(frozen=True)
 class Metric:
     """A per-arm number a claim can test or report: the function that computes it from an
@@ -192,6 +233,8 @@ METRICS: dict[str, Metric] = {
     "top1_agreement": Metric(last_layer_top1, "attribution"),
     "mass_on_top": Metric(last_layer_mass_on_top, "attribution"),
     "init_scale": Metric(step0_scale, "init"),
+    "log2_excess": Metric(log2_excess, "snapshots"),
+    "initial_entropy": Metric(initial_entropy, "entropy"),
 }
 if not {m.extra for m in METRICS.values()} <= {None, *EXTRAS}:
     raise ImportError("metrics: a metric needs an extra that EXTRAS does not have")

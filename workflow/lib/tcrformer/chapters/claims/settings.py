@@ -193,9 +193,19 @@ class Settings:
     def recipe(self, arm: str, seed: int) -> Recipe:
         """The arm's recipe for one seed, named after the arm (its folder); with
         eval_seed_per_seed, evaluated on that seed's own held-out strings."""
-        if self.eval_seed_per_seed is None:
-            return with_overrides(self.arms[arm], seed=seed)
-        return with_overrides(self.arms[arm], seed=seed, eval_seed=self.eval_seed_per_seed + seed)
+        changes: dict[str, Any] = {"seed": seed}
+        if self.eval_seed_per_seed is not None:
+            changes["eval_seed"] = self.eval_seed_per_seed + seed
+        snapshots = self.snapshots_of(arm)
+        if snapshots:  # absent otherwise: the arm's params stay as they were
+            changes["snapshot_steps"] = snapshots
+        return with_overrides(self.arms[arm], **changes)
+
+    def snapshots_of(self, arm: str) -> tuple[int, ...]:
+        """The steps whose weights the arm's training keeps: those the test of any claim
+        reading it names (`snapshots`), in order."""
+        steps = {s for c in self.claims if arm in c.arms() for s in c.test.get("snapshots", ())}
+        return tuple(sorted(steps))
 
     def sweep_of(self, arm: str) -> Sweep | None:
         """The sweep that sets a key of this arm, if any."""
