@@ -18,7 +18,6 @@ import yaml
 
 from tcrformer.chapters.claims import protocol, verdicts
 from tcrformer.chapters.claims.compute import (
-    DECISION_CODE,
     claims_register,
     claims_sweep,
     claims_sweep_grid,
@@ -342,7 +341,7 @@ def test_a_check_holds_only_when_every_seed_does():
 
 def test_a_claim_or_its_code_changed_after_registration_is_marked():
     claim, arms = SETTINGS.claims[0], SETTINGS.arms
-    code = {"chapters/claims/protocol.py": "abc"}
+    code = {claim.id: "abc"}
     registration = {"claims": SETTINGS.registration(), "decision_code": code}
     assert registration_mark(claim, registration, arms, code) == "as registered"
     moved = replace(claim, test={**claim.test, "margin": 0.1})  # a criterion moved
@@ -355,15 +354,32 @@ def test_a_claim_or_its_code_changed_after_registration_is_marked():
     assert registration_mark(claim, registration, retrained, code) == CHANGED
     reseeded = {name: r.replace(seed=5) for name, r in arms.items()}  # a seed is no change
     assert registration_mark(claim, registration, reseeded, code) == "as registered"
-    edited = {"chapters/claims/protocol.py": "abd"}  # the decision rule edited
+    edited = {claim.id: "abd"}  # the code that decides it edited
     assert registration_mark(claim, registration, arms, edited) == CODE_CHANGED
+    by_file = {**registration, "decision_code": {"chapters/claims/protocol.py": "abc"}}  # v3's
+    assert registration_mark(claim, by_file, arms, code) == CODE_CHANGED
 
 
-def test_the_registration_fixes_the_decision_code():
-    digest = decision_code_digest()
-    assert set(digest) == set(DECISION_CODE) and all(len(v) == 64 for v in digest.values())
+def test_the_registration_fixes_the_code_that_decides_each_claim():
+    digest = decision_code_digest(SETTINGS)
+    assert set(digest) == {c.id for c in SETTINGS.claims}
+    assert all(len(v) == 64 for v in digest.values())
     registered = claims_register(SETTINGS, "sha", "commit")["registration"]
     assert registered["decision_code"] == digest
+    assert set(registered["environment"]) >= {"python", "numpy", "scipy", "torch"}
+
+
+def test_editing_one_metric_marks_only_the_claims_that_read_it(monkeypatch):
+    from tcrformer.chapters.claims import metrics
+
+    before = decision_code_digest(SETTINGS)
+    beam = metrics.METRICS["beam_net_wins"]
+    monkeypatch.setitem(metrics.METRICS, "beam_net_wins",
+                        metrics.Metric(metrics.forgetting, beam.extra))  # fmt: skip
+    after = decision_code_digest(SETTINGS)
+    changed = {c for c in before if before[c] != after[c]}
+    readers = {c.id for c in SETTINGS.claims if "beam_net_wins" in c.metrics()}
+    assert changed == readers == {"beam_search"}
 
 
 def test_a_sweep_at_its_edge_extends_itself():

@@ -18,7 +18,6 @@ environment without it.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import math
 import statistics
 import tempfile
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims import analytic, metrics
+from tcrformer.chapters.claims import analytic, digest, metrics
 from tcrformer.chapters.claims.settings import Claim, Settings, Sweep
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import Measurements, judge_all
@@ -39,21 +38,33 @@ from tcrformer.core.io import read_csv, write_csv
 # Pre-registration ------------------------------------------------------------------------------
 
 
-# The code that turns measurements into verdicts: a registration fixes it with the claims.
-DECISION_CODE = (
-    "chapters/claims/kinds.py",
-    "chapters/claims/metrics.py",
-    "chapters/claims/protocol.py",
-    "chapters/claims/verdicts.py",
-    "training/measures.py",
-    "training/attribution.py",
-)
+def shared_decision_code() -> list:
+    """What judges every claim: the verdicts (with their tests, manipulation checks and
+    evaluators), the measurements they read, and what every arm's evaluation measures."""
+    return [judge_all, Measurements, common_evaluation]
 
 
-def decision_code_digest() -> dict[str, str]:
-    """{library path: sha256} of the decision code, as it is in this checkout."""
-    root = Path(__file__).resolve().parents[2]  # workflow/lib/tcrformer
-    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in DECISION_CODE}
+def claim_decision_code(claim) -> list:
+    """What decides this claim alone: the registered metrics it tests or reports, and the
+    extras they need (metrics.METRICS)."""
+    points = []
+    for name in claim.metrics():
+        metric = metrics.METRICS.get(name)
+        if metric is not None:
+            points.append(metric.compute)
+            points += [metrics.EXTRAS[metric.extra]] if metric.extra else []
+    return points
+
+
+def decision_code_digest(settings: Settings) -> dict[str, str]:
+    """{claim id: sha256} of the functions, classes and constants that decide its verdict,
+    as they are in this checkout (digest.code_digest: comments, docstrings, layout and code
+    that does not decide do not count). The shared part is walked once."""
+    shared = digest.code_digest(shared_decision_code())
+    return {
+        claim.id: digest.combined({**shared, **digest.code_digest(claim_decision_code(claim))})
+        for claim in settings.claims
+    }
 
 
 def claims_register(settings: Settings, claims_file_sha256: str, commit: str) -> dict[str, Any]:
@@ -64,7 +75,8 @@ def claims_register(settings: Settings, claims_file_sha256: str, commit: str) ->
             "registered_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": commit,
             "claims_file_sha256": claims_file_sha256,
-            "decision_code": decision_code_digest(),
+            "decision_code": decision_code_digest(settings),
+            "environment": digest.environment(),  # a digest compares under one Python
             "claims": settings.registration(),
         }
     }
@@ -370,7 +382,7 @@ def claims_summary(
     measurements = Measurements(metrics, analytic_results, benchmarks, settings.eval_n, seeds,
                                 sweeps)  # fmt: skip
     decisions = judge_all(settings, measurements)
-    rows = table_rows(settings, decisions, registration, plan, decision_code_digest())
+    rows = table_rows(settings, decisions, registration, plan, decision_code_digest(settings))
     table = pd.DataFrame(rows)
     return {
         "table": table,

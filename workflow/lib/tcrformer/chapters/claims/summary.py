@@ -20,14 +20,16 @@ CODE_CHANGED = "decision code CHANGED after registration"
 
 
 def registration_mark(claim, registration: Mapping[str, Any], recipes, code=None) -> str:
-    """Whether a claim, the arms it reads and the code that judges it are what was
-    registered before training (`code`: {path: sha256} of this checkout's decision code)."""
+    """Whether a claim, the arms it reads and the code that decides it are what was
+    registered before training (`code`: {claim id: sha256} of this checkout's decision
+    code, compute.decision_code_digest; a registration of v1-v3, keyed by file, differs)."""
     registered = (registration or {}).get("claims", {})
     if claim.id not in registered:
         return "not registered"
     if registered[claim.id] != claim.digest(recipes):
         return CHANGED
-    if code is not None and registration.get("decision_code") not in (None, code):
+    decided_by = (registration or {}).get("decision_code")
+    if code is not None and decided_by is not None and decided_by.get(claim.id) != code[claim.id]:
         return CODE_CHANGED
     return "as registered"
 
