@@ -165,6 +165,21 @@ def test_a_cpu_without_avx2_runs_native_and_says_why(cpu, why):
     assert why in pinned.reason and environ == {} and load.calls == []
 
 
+def test_deterministic_kernels_leave_new_tensors_unfilled():
+    """Deterministic mode, without its NaN fill of every new tensor (15 % of a step)."""
+    import torch
+
+    saved = (torch.are_deterministic_algorithms_enabled(),
+             torch.utils.deterministic.fill_uninitialized_memory)  # fmt: skip
+    try:
+        numerics.deterministic_kernels()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.utils.deterministic.fill_uninitialized_memory
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        torch.utils.deterministic.fill_uninitialized_memory = saved[1]
+
+
 def test_pinning_after_torch_is_imported_is_refused():
     import torch  # noqa: F401  (already imported by the suite; made explicit here)
 

@@ -218,12 +218,23 @@ def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
     if count:
         torch.set_num_threads(count)
     if pinned.mode == "portable":
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        deterministic_kernels()
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     check_in_force(pinned)
+
+
+def deterministic_kernels() -> None:
+    """torch's deterministic kernels (on CUDA: scatter, index_add, ...), without the NaN
+    fill of every new tensor that comes with them by default: no op of ours reads memory
+    it has not written, and the fill was 15 % of a portable CPU step (about 540 calls a
+    step, bench/README.md). Every rank of a training calls this."""
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def check_in_force(pinned: Pinned) -> None:

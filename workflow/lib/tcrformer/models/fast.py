@@ -141,14 +141,16 @@ PADDED = Padded()
 class Packed:
     """Only the rows that matter, as (N, C): every position-wise layer (the linear maps,
     LayerNorm, dropout, the residual sums) then skips the padding. Attention alone needs
-    the (B, L) grid: its Q, K, V rows are scattered into one, zeros elsewhere, and its
-    output rows are gathered back.
+    the (B, L) grid: each of its Q, K, V rows is written straight to its place among the
+    heads, zeros elsewhere, and its output rows are read back from there (no grid to permute
+    and copy, either way, nor in the backward pass).
     """
 
     def __init__(self, rows: Tensor):  # rows: (B, L) bool, the positions to compute
         self.grid = rows.shape
         self.index = rows.flatten().nonzero().squeeze(1)  # (N,) positions in the B*L grid
         self.position = self.index % rows.size(1)  # (N,) position within its sequence
+        self.sequence = self.index // rows.size(1)  # (N,) which sequence
 
     def pack(self, x: Tensor) -> Tensor:  # (B, L, ...) -> (N, ...)
         return x.flatten(0, 1).index_select(0, self.index)
@@ -156,12 +158,14 @@ class Packed:
     def to_heads(self, x: Tensor, roles: int, h: int) -> Tensor:
         """(N, roles h d_k) -> (roles, B h, L, d_k), zeros at the rows not kept."""
         B, L = self.grid
-        grid = x.new_zeros(B * L, x.size(-1)).index_copy(0, self.index, x)
-        return PADDED.to_heads(grid.view(B, L, -1), roles, h)
+        heads = x.new_zeros(roles, B, h, L, x.size(-1) // (roles * h))
+        heads[:, self.sequence, :, self.position] = x.view(len(self.index), roles, h, -1)
+        return heads.view(roles, B * h, L, -1)
 
     def from_heads(self, heads: Tensor, h: int) -> Tensor:
         """(B h, L, d_k) -> (N, h d_k): the kept rows, heads side by side."""
-        return self.pack(PADDED.from_heads(heads, h))
+        B, L = self.grid
+        return heads.view(B, h, L, -1)[self.sequence, :, self.position].flatten(1)
 
 
 @dataclass

@@ -87,6 +87,7 @@ def make_step(
     params = [p for p in model.parameters() if p.requires_grad]
     use_bf16 = recipe.precision == "bf16"
     stress_step = recipe.stress_step  # the step whose gradient is scaled (0: none)
+    shared = shard.gradients(params) if shard.size > 1 else None  # what the ranks sum
 
     def step(src: Tensor, tgt: Tensor) -> Tensor:
         model.train()
@@ -97,13 +98,16 @@ def make_step(
             loss = loss_of(model, src, tgt, recipe.label_smoothing)
         if share is not None:
             loss = loss * share  # this rank's part of the full batch's mean loss
-        optimizer.zero_grad(set_to_none=True)
+        if shared is None:
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            shared.zero()
         if stress_step and scheduler.last_epoch + 1 == stress_step:
             (loss * recipe.stress_scale).backward()  # the bad batch: its gradient scaled
         else:
             loss.backward()
-        if share is not None:
-            loss = shard.sum_gradients(params, loss)
+        if shared is not None:
+            loss = shared.sum(loss)
         norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()
         scheduler.step()

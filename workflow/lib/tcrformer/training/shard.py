@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
@@ -32,23 +31,45 @@ class Shard:
         tokens = (targets != PAD).sum()
         return src[mine], tgt[mine], (targets[mine] != PAD).sum() / tokens
 
-    def sum_gradients(self, params: list[nn.Parameter], loss: Tensor) -> Tensor:
-        """The gradients summed over the ranks, in place, and the summed loss: one flat
-        all_reduce for both (a second collective for the loss alone costs a round trip)."""
-        grads = [p.grad for p in params]
-        flat = torch.cat([*(g.reshape(-1) for g in grads), loss.detach().reshape(1)])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
-        return flat[-1].clone()
+    def gradients(self, params: list[nn.Parameter]) -> SharedGradients:
+        """The buffer the ranks sum their gradients and loss in (SharedGradients)."""
+        return SharedGradients(params)
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order, on every rank."""
         found: list[Any] = [None] * self.size
         dist.all_gather_object(found, obj)
         return found
+
+
+class SharedGradients:
+    """Every parameter's gradient as a view into one flat buffer, and after them one element
+    for the loss: the ranks sum it with one all_reduce (a second collective for the loss
+    alone costs a round trip), with nothing to gather into it or copy back out of it.
+
+        shared.zero()          before the backward pass: zeros, every .grad a view of them
+        loss.backward()        autograd adds each gradient into its view
+        loss = shared.sum(loss)
+    """
+
+    def __init__(self, params: list[nn.Parameter]):
+        self.params = params
+        self.flat = params[0].new_zeros(sum(p.numel() for p in params) + 1)
+        parts = self.flat[:-1].split([p.numel() for p in params])
+        self.views = [part.view_as(p) for part, p in zip(parts, params, strict=True)]
+
+    def zero(self) -> None:
+        """Zero the buffer and point every parameter's .grad at its view (autograd adds
+        into a .grad that exists: 0 + g is g)."""
+        self.flat.zero_()
+        for param, view in zip(self.params, self.views, strict=True):
+            param.grad = view
+
+    def sum(self, loss: Tensor) -> Tensor:
+        """The gradients summed over the ranks, in place, and the summed loss."""
+        self.flat[-1] = loss.detach()
+        dist.all_reduce(self.flat, op=dist.ReduceOp.SUM)
+        return self.flat[-1].clone()
 
 
 SOLO = Shard()

@@ -26,7 +26,7 @@ def _worker(
     """Ranks 1..R-1: the same loop, in a process of their own, on rank 0's products."""
     numerics.follow(products)
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    numerics.deterministic_kernels()
     shard = Shard(rank, ranks)
     device = device_of(resolve_device(recipe.device), shard)
     join(shard, Path(store), device)
