@@ -287,3 +287,32 @@ def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbo
     assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode"} <= names
     assert {"EOS", "BOS", "PAD"} <= names  # the constants it reads
     assert not {"calibration", "head_ablations", "curve_metrics"} & names  # same module
+
+
+def test_a_skipped_module_is_not_followed_even_where_it_holds_run_time_state(tmp_path):
+    # The claims skip the model's arithmetic (compute.ARITHMETIC), where core.blas holds the
+    # loaded BLAS library: a run with the portable kernels failed its registration on it.
+    files = {
+        "__init__.py": "",
+        "kernels.py": BOX + "LOADED = Box()\n\n\ndef product(a, b):\n    return LOADED.n * a * b\n",
+        "rule.py": "from digest_demo.kernels import product\n\n\n"
+        "def decides(a):\n    return product(a, 2) > 1\n",
+    }
+    rule = _load(tmp_path, files)
+    try:
+        with pytest.raises(DigestError, match="digest_demo.kernels.LOADED"):
+            code_digest([rule.decides], package="digest_demo")
+        kept = code_digest([rule.decides], package="digest_demo", skip=("digest_demo.kernels",))
+        assert set(kept) == {"digest_demo.rule.decides"}
+    finally:
+        _forget()
+
+
+def test_the_claims_digest_skips_the_models_arithmetic_and_keeps_decoding():
+    from tcrformer.chapters.claims import compute
+    from tcrformer.chapters.claims.metrics import METRICS
+
+    points = compute.shared_decision_code() + [m.compute for m in METRICS.values()]
+    reached = set(closure(points, skip=compute.ARITHMETIC))
+    assert not {n for n in reached if n.startswith(compute.ARITHMETIC)}
+    assert "tcrformer.models.transformer.greedy_decode" in reached  # scoring stays decided

@@ -38,6 +38,11 @@ from tcrformer.core.io import read_csv, write_csv
 # Pre-registration ------------------------------------------------------------------------------
 
 
+# The model's arithmetic (kernels, layers, numerics): fixed by each arm's recipe and the
+# numerics fingerprint, like the model's own methods, and holding run-time state.
+ARITHMETIC = ("tcrformer.core", "tcrformer.models.fast", "tcrformer.models.products")
+
+
 def shared_decision_code() -> list:
     """What judges every claim: the verdicts (with their tests, manipulation checks and
     evaluators), the measurements they read, and what every arm's evaluation measures."""
@@ -60,11 +65,11 @@ def decision_code_digest(settings: Settings) -> dict[str, str]:
     """{claim id: sha256} of the functions, classes and constants that decide its verdict,
     as they are in this checkout (digest.code_digest: comments, docstrings, layout and code
     that does not decide do not count). The shared part is walked once."""
-    shared = digest.code_digest(shared_decision_code())
-    return {
-        claim.id: digest.combined({**shared, **digest.code_digest(claim_decision_code(claim))})
-        for claim in settings.claims
+    shared = digest.code_digest(shared_decision_code(), skip=ARITHMETIC)
+    own = {
+        c.id: digest.code_digest(claim_decision_code(c), skip=ARITHMETIC) for c in settings.claims
     }
+    return {claim_id: digest.combined({**shared, **code}) for claim_id, code in own.items()}
 
 
 def claims_register(settings: Settings, claims_file_sha256: str, commit: str) -> dict[str, Any]:

@@ -37,6 +37,9 @@ Not followed:
   its recipe and the numerics fingerprint). Annotations name no code to follow either: a
   class whose methods decide on objects passed in (`verdicts.Measurements.values`) must be
   an entry point itself;
+- modules the caller names in `skip` (the claims skip the model's arithmetic: its kernels
+  and layers, fixed like the model's methods by the recipe and the numerics fingerprint,
+  and holding run-time state such as the loaded BLAS library);
 - dynamic look-ups (`getattr(module, name)`, importlib with a computed name), module-level
   statements outside functions and classes, and loggers (they decide nothing).
 
@@ -255,8 +258,9 @@ def _array(value: np.ndarray | np.generic, label: str) -> str:
 class _Walk:
     """The closure of some entry points: package code queued, hashed once each."""
 
-    def __init__(self, package: str):
+    def __init__(self, package: str, skip: tuple[str, ...] = ()):
         self.package = package
+        self.skip = skip
         self.items: dict[str, Item] = {}
         self.queue: list = []
         self.named: dict[str, object] = {}  # label -> the one function or class it names
@@ -295,6 +299,9 @@ class _Walk:
         value = inspect.unwrap(value) if callable(value) else value
         if _outside(value, self.package) or isinstance(value, types.ModuleType):
             return  # outside: see environment(); a package module: through its attributes
+        home = value.__module__ if _is_code(value) else label.rpartition(".")[0]
+        if any(_inside(home, module) for module in self.skip):
+            return  # skipped by the caller
         if _is_code(value):
             self.code(value)
         elif label not in self.items:
@@ -355,17 +362,21 @@ class _Walk:
         return name + self.canonical(state, label)
 
 
-def closure(entry_points: Iterable[Callable], package: str = "tcrformer") -> dict[str, Item]:
+def closure(
+    entry_points: Iterable[Callable], package: str = "tcrformer", skip: tuple[str, ...] = ()
+) -> dict[str, Item]:
     """{qualified name: Item} of the entry points and everything of `package` they reach."""
-    walk = _Walk(package)
+    walk = _Walk(package, skip)
     for entry in entry_points:
         walk.code(entry)
     return walk.run()
 
 
-def code_digest(entry_points: Iterable[Callable], package: str = "tcrformer") -> dict[str, str]:
+def code_digest(
+    entry_points: Iterable[Callable], package: str = "tcrformer", skip: tuple[str, ...] = ()
+) -> dict[str, str]:
     """{qualified name: sha256} of the entry points' closure (see closure())."""
-    return {name: _sha(item.text) for name, item in closure(entry_points, package).items()}
+    return {name: _sha(item.text) for name, item in closure(entry_points, package, skip).items()}
 
 
 def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
