@@ -310,9 +310,10 @@ def test_a_skipped_module_is_not_followed_even_where_it_holds_run_time_state(tmp
 
 def test_the_claims_digest_skips_the_models_arithmetic_and_keeps_decoding():
     from tcrformer.chapters.claims import compute
-    from tcrformer.chapters.claims.metrics import METRICS
+    from tcrformer.chapters.claims.metrics import EXTRAS, METRICS
 
     points = compute.shared_decision_code() + [m.compute for m in METRICS.values()]
+    points += list(EXTRAS.values())  # init's step-0 model reaches the layers
     reached = set(closure(points, skip=compute.ARITHMETIC))
     assert not {n for n in reached if n.startswith(compute.ARITHMETIC)}
     assert "tcrformer.models.transformer.greedy_decode" in reached  # scoring stays decided
