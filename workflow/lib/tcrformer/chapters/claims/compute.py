@@ -104,6 +104,7 @@ def train_claim_arm(
     The weights are not kept: a job leaves only what the summary reads."""
     from tcrformer.training.checkpoints import snapshot_path
     from tcrformer.training.loop import train
+    from tcrformer.training.measures import snapshot_models
     from tcrformer.training.model import save_model
     from tcrformer.training.recipe import with_overrides
 
@@ -120,12 +121,11 @@ def train_claim_arm(
         model_path, history_path = Path(saved, "model.safetensors"), Path(saved, "history.csv")
         save_model(model_path, trained.model, recipe.architecture())
         write_csv(history_path, history)
-        snapshots = {step: snapshot_path(checkpoints, recipe, step)
-                     for step in recipe.snapshot_steps}  # fmt: skip
+        snapshots = dict(snapshot_models(recipe, checkpoints))
         evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras, beam_width,
                                        snapshots)  # fmt: skip
-    for path in snapshots.values():  # measured: the job keeps only what the summary reads
-        path.unlink()
+    for step in snapshots:  # measured: the job keeps only what the summary reads
+        snapshot_path(checkpoints, recipe, step).unlink()
     return {
         "history": history,
         "numerics": numerics,
@@ -143,20 +143,21 @@ def evaluate_claim_arm(
     history_path: str,
     extras: Sequence[str],
     beam_width: int,
-    snapshots: Mapping[int, Path] | None = None,
+    snapshots: Mapping[int, Any] | None = None,
 ) -> dict[str, Any]:
     """Every metric a claim reads of this arm and seed: what every arm gets, then the
     `extras` its claims need (metrics.EXTRAS: beam search, head ablations, residue
     attribution, the step-0 signal scales, the weight snapshots' excess, attention's
-    entropy), then each registered metric they allow. `snapshots`: step -> the weights
-    training kept then."""
+    entropy), then each registered metric they allow. `snapshots`: step -> the model as
+    training kept it then (training.measures.snapshot_models)."""
     from tcrformer.training.measures import heldout
     from tcrformer.training.model import load_model
 
     model, architecture = load_model(model_path, recipe.impl)
-    kept = {step: load_model(path, recipe.impl)[0] for step, path in (snapshots or {}).items()}
-    e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), read_csv(history_path), beam_width,
-                           kept, numbers={"arm_architecture": architecture})  # fmt: skip
+    history = read_csv(history_path)
+    kept = dict(snapshots or {})
+    e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), history, beam_width, kept,
+                              {"arm_architecture": architecture})  # fmt: skip
     common_evaluation(e)
     for extra in extras:
         metrics.EXTRAS[extra](e)
