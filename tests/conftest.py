@@ -26,6 +26,8 @@ WORKFLOW_PARTS = (
     "profiles",
     "bench",
     "pyproject.toml",
+    "docs/claims_v4_review.md",  # the reviews the claims registration records
+    "docs/claims_v4_review_final.md",
 )
 
 

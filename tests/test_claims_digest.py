@@ -265,17 +265,34 @@ def test_environment_names_the_versions_beside_the_digest():
 
 
 def test_digest_of_judge_all_covers_effects_registries_and_their_entries():
-    from tcrformer.chapters.claims import protocol, verdicts
+    from tcrformer.chapters.claims import exact, protocol, verdicts
 
     reached = closure([verdicts.judge_all])
     effect = reached[f"{protocol.__name__}.Effect"]
-    assert effect.kind == "class"
-    assert "name='side'" in effect.text and "name='p_value'" in effect.text
-    assert reached[f"{protocol.__name__}.PER_SEED"].kind == "constant"
-    for name in ("_paired_difference", "_paired_relative", "_seed_mean", "holm", "decide"):
-        assert reached[f"{protocol.__name__}.{name}"].kind == "function"
-    for name in ("_converged", "_every_seed", "_speed"):  # PRECONDITIONS, EVALUATORS
-        assert reached[f"{verdicts.__name__}.{name}"].kind == "function"
+    assert effect.kind == "class" and "attr='Sides'" in effect.text
+    sides = reached[f"{exact.__name__}.Sides"]  # the base class: which p-value decides
+    assert sides.kind == "class"
+    assert "name='side'" in sides.text and "name='p_value'" in sides.text
+    per_seed = reached[f"{protocol.__name__}.PER_SEED"]
+    assert per_seed.kind == "constant" and "'paired_binary'" in per_seed.text
+    for name in ("_paired_difference", "_paired_relative", "_seed_mean", "holm", "holm_levels",
+                 "decide", "interval"):  # fmt: skip
+        assert reached[f"{protocol.__name__}.{name}"].kind == "function", name
+    for name in ("continuous_test", "paired_binary_test", "paired_binary_counts",
+                 "sign_flip_null", "paired_binary_interval"):  # fmt: skip
+        assert reached[f"{exact.__name__}.{name}"].kind == "function", name
+    for registry in ("PRECONDITIONS", "AT_STEPS", "EVALUATORS"):
+        assert reached[f"{verdicts.__name__}.{registry}"].kind == "constant", registry
+    entries = [
+        *verdicts.PRECONDITIONS.values(),
+        *verdicts.AT_STEPS.values(),
+        *(f for by_name in verdicts.EVALUATORS.values() for f in by_name.values()),
+    ]
+    names = {f.__name__ for f in entries}
+    assert {"_median_at_least", "_by_design", "_log2_mean_over_steps"} <= names
+    assert not {"_lower", "_greedy_room", "_first_with_room"} & names  # deleted in v4
+    for function in entries:  # every entry of each registry, by way of the registry
+        assert reached[f"{verdicts.__name__}.{function.__name__}"].kind == "function"
 
 
 def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbours():
@@ -284,7 +301,8 @@ def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbo
 
     reached = code_digest([measures.beam_metrics])
     names = {name.rsplit(".", 1)[-1] for name in reached}
-    assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode"} <= names
+    assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode",
+            "beam_outcomes"} <= names  # fmt: skip
     assert {"EOS", "BOS", "PAD"} <= names  # the constants it reads
     assert not {"calibration", "head_ablations", "curve_metrics"} & names  # same module
 

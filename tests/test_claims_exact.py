@@ -5,6 +5,7 @@ and the exact binomial interval, each defined once."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -24,17 +25,58 @@ def _counts_difference(rng, n, strings=1000):
     return (rng.integers(300, 700, n) - rng.integers(300, 700, n)) / strings
 
 
+def _brute_p(d, margin, side):
+    """The sign-flip p-value by brute force, independent of exact.py: every sign vector e
+    of the n seeds, T* = sum e_s (d_s - m) against the observed T (all signs +1);
+    `greater` is P*(T* >= T), `less` P*(T* <= T), ties within a tiny tolerance counted."""
+    centred = np.asarray(d, dtype=float) - margin
+    observed = centred.sum()
+    tiny = 1e-9 * max(1.0, float(np.abs(centred).sum()))
+    flipped = np.array([np.dot(e, centred)
+                        for e in itertools.product((1.0, -1.0), repeat=centred.size)])  # fmt: skip
+    if side == "greater":
+        return float(np.mean(flipped >= observed - tiny))
+    return float(np.mean(flipped <= observed + tiny))
+
+
+def _brute_sides(d, margin, direction):
+    """(p_support, p_refute) from the brute-force one-sided p-values, written out per
+    direction (the equivalence claim as two one-sided tests)."""
+    if direction == "greater":
+        return _brute_p(d, margin, "greater"), _brute_p(d, margin, "less")
+    if direction == "less":
+        return _brute_p(d, margin, "less"), _brute_p(d, margin, "greater")
+    support = max(_brute_p(d, -margin, "greater"), _brute_p(d, margin, "less"))
+    refute = min(_brute_p(d, -margin, "less"), _brute_p(d, margin, "greater"))
+    return support, refute
+
+
 # The sign-flip test -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("margin", [-0.2, 0.0, 0.3])
-def test_sign_flip_is_v3s_hand_written_one(margin):
+@pytest.mark.parametrize("margin", [-0.2, 0.0, 0.1, 0.3])
+def test_sign_flip_is_the_brute_force_enumeration_and_scipys(margin):
     d = np.random.default_rng(3).normal(0.1, 0.4, size=8)
-    signs = protocol.sign_vectors(8)
-    assert exact.sign_flip_p(d, margin, "greater") == pytest.approx(
-        protocol.p_above(d, margin, signs)
-    )
-    assert exact.sign_flip_p(d, margin, "less") == pytest.approx(protocol.p_below(d, margin, signs))
+    for side in ("greater", "less"):
+        p = exact.sign_flip_p(d, margin, side)
+        assert p == _brute_p(d, margin, side)  # both count of 2^8 sign vectors: exact
+        found = stats.permutation_test((d - margin,), np.sum, permutation_type="samples",
+                                       vectorized=True, n_resamples=np.inf,
+                                       alternative=side)  # fmt: skip
+        assert p == pytest.approx(found.pvalue, rel=1e-12)
+    # the margin matters: the p-values move across it, and the two sides add to just over 1
+    # (the observed vector is in both tails)
+    greater, less = exact.sign_flip_p(d, margin, "greater"), exact.sign_flip_p(d, margin, "less")
+    assert greater + less == pytest.approx(1 + 2.0**-8)
+    assert exact.sign_flip_p(d, margin + 1.0, "greater") > greater
+
+
+def test_sign_flip_counts_ties_as_extreme():
+    # d_s on a lattice with many equal subset sums: the tolerance decides the p-value
+    d = np.array([0.1, 0.1, 0.2, -0.1, 0.3, 0.1])
+    for margin in (0.0, 0.1):
+        for side in ("greater", "less"):
+            assert exact.enumeration_null(d).p_value(margin, side) == _brute_p(d, margin, side)
 
 
 @pytest.mark.parametrize("n", [12, 16])
@@ -96,11 +138,17 @@ def test_the_interval_is_the_test_inverted(counts_48):
     assert low < d.mean() < high
     assert lattice.p_greater(low - step) <= gamma < lattice.p_greater(low + step)
     assert lattice.p_less(high + step) <= gamma < lattice.p_less(high - step)
-    # v3's inversion, by its own enumeration, on continuous values
+    # on continuous values, against the brute-force enumeration: P*(T* >= T) against m is
+    # (1 + #{nonempty F: mean_F d <= m}) / 2^n, so the margins the test rejects at gamma end
+    # at a subset mean, the floor(gamma 2^n)-th smallest (Hartigan), the top one likewise
     x = np.random.default_rng(5).normal(0.2, 0.5, 10)
-    assert exact.enumeration_null(x).interval(0.95) == pytest.approx(
-        protocol.sign_flip_interval(x, gamma, protocol.sign_vectors(10)), abs=1e-9
-    )
+    low, high = exact.enumeration_null(x).interval(0.95)
+    means = sorted(np.mean(x[list(F)]) for size in range(1, 11)
+                   for F in itertools.combinations(range(10), size))  # fmt: skip
+    k = math.floor(gamma * 2**10)
+    assert (low, high) == pytest.approx((means[k - 1], means[-k]), abs=1e-9)
+    assert _brute_p(x, low - 1e-6, "greater") <= gamma < _brute_p(x, low + 1e-6, "greater")
+    assert _brute_p(x, high + 1e-6, "less") <= gamma < _brute_p(x, high - 1e-6, "less")
     assert math.isnan(exact.enumeration_null(x[:4]).interval(0.95)[0])  # 2^-4 > 0.025
 
 
@@ -108,9 +156,13 @@ def test_the_interval_is_the_test_inverted(counts_48):
 def test_support_and_refute_are_v3s_by_direction(direction):
     d = np.random.default_rng(11).normal(0.05, 0.1, size=8)
     found = exact.continuous_test(d, 0.02, direction, claim="pre_ln_warmup")
-    v3 = protocol._p_values(d, 0.02, direction, protocol.sign_vectors(8))
-    assert (found.p_support, found.p_refute) == pytest.approx(v3)
+    v3 = _brute_sides(d, 0.02, direction)
+    assert (found.p_support, found.p_refute) == pytest.approx(v3, rel=1e-12)
     assert found.p_value == min(v3) and found.side == (SUPPORTED if v3[0] <= v3[1] else REFUTED)
+    # protocol.effect of the same d_s (a seed mean) is the same test
+    effect = protocol.effect("seed_mean", [d], 0.02, direction)
+    assert (effect.p_support, effect.p_refute) == pytest.approx(v3, rel=1e-12)
+    assert (effect.method, effect.secondary, effect.seeds) == ("enumeration", "t-test", (8, 8))
     binary = exact.paired_binary_test([1, 1, 0, -1, 1, 0, 1, 1], 0.1, direction)
     sides = exact.support_and_refute(
         lambda m, side: exact.paired_binary_p(5, 1, 8, m, side), 0.1, direction
@@ -294,8 +346,26 @@ def test_mcnemar_is_the_binomial_split_of_the_discordant_seeds():
 
 
 def test_holm_and_the_exact_binomial_interval():
-    assert exact.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
-    assert exact.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
+    assert protocol.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
+    assert protocol.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
+    assert protocol.holm([0.03, 0.001, 0.04], 0.05) == [False, True, False]  # 0.03 > 0.05 / 2
+    # each claim's level: alpha / (m - rank) up to Holm's first failure, and that stopping
+    # level for every claim after it (not its own, larger alpha / (m - rank))
+    assert protocol.holm_levels([0.03, 0.001, 0.04], 0.05) == pytest.approx(
+        [0.025, 0.05 / 3, 0.025]
+    )
+    assert protocol.holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
+        [0.05 / 3, 0.05 / 2, 0.05 / 2, 0.05 / 4]
+    )
+    assert protocol.holm_levels([0.001, 0.02, 0.03], 0.05) == pytest.approx(
+        [0.05 / 3, 0.05 / 2, 0.05]
+    )  # no failure: every claim at its own level
+    # so a p-value is within its level exactly when Holm rejects it
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = rng.uniform(0, 0.08, rng.integers(1, 7)).tolist()
+        levels = protocol.holm_levels(p, 0.05)
+        assert [pi <= level for pi, level in zip(p, levels, strict=True)] == protocol.holm(p, 0.05)
     low, high = exact.exact_binomial_interval(0, 10)
     assert low == 0 and high == pytest.approx(1 - 0.025 ** (1 / 10))
     low, high = exact.exact_binomial_interval(3, 10, 0.9)
@@ -306,12 +376,15 @@ def test_holm_and_the_exact_binomial_interval():
 def test_holm_and_the_binomial_interval_are_defined_once():
     from tools import golden
 
-    assert exact.holm is protocol.holm and exact.holm_levels is protocol.holm_levels
+    assert not hasattr(exact, "holm") and not hasattr(exact, "holm_levels")
+    assert not hasattr(protocol, "exact_binomial_interval")
     assert golden.exact_binomial_interval is exact.exact_binomial_interval
     sources = [*(ROOT / "workflow").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]
     definitions = {
-        "holm": re.compile(r"^def holm\b|alpha / \(len"),
-        "interval": re.compile(r"proportion_ci|beta\.ppf"),
+        "holm": re.compile(r"^def holm(_levels)?\b|alpha / \(len", re.MULTILINE),
+        "interval": re.compile(
+            r"^def exact_binomial_interval\b|proportion_ci|beta\.ppf", re.MULTILINE
+        ),
     }
     for name, pattern in definitions.items():
         found = sorted(p.relative_to(ROOT).as_posix() for p in sources

@@ -100,26 +100,37 @@ def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_b
     from conftest import ROOT
 
     claims = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
-    v3 = Settings.from_config({**default_config(), **claims})
-    assert v3.recipe("baseline", 3).eval_seed == v3.recipe("baseline", 4).eval_seed  # as v1-v3
-    claims["claims"]["eval_seed_per_seed"] = 6000
+    assert claims["claims"]["eval_seed_per_seed"] == 6000  # v4 registers it
     v4 = Settings.from_config({**default_config(), **claims})
     assert v4.recipe("baseline", 3).eval_seed == v4.recipe("no_scaling", 3).eval_seed == 6003
+    first, second = v4.seeds[:2]  # the registered seeds: 6000 + s
+    assert v4.recipe("deep_pre", first).eval_seed == v4.recipe("deep_pre_flat_1", first).eval_seed
+    assert v4.recipe("deep_pre", second).eval_seed == 6000 + second
     held_out = [measures.heldout(v4.recipe("baseline", s).replace(eval_n=50))[0] for s in (3, 4)]
     assert not torch.equal(*held_out)
+    # the control: without it every seed of an arm has the arm's strings, as v1-v3
+    del claims["claims"]["eval_seed_per_seed"]
+    v3 = Settings.from_config({**default_config(), **claims})
+    assert v3.recipe("baseline", 3).eval_seed == v3.recipe("baseline", 4).eval_seed
 
 
 def test_a_claim_job_measures_the_excess_at_its_snapshots_and_keeps_no_weights(tmp_path):
+    from tcrformer.chapters.claims import metrics, verdicts
     from tcrformer.chapters.claims.compute import train_claim_arm
     from tcrformer.core.config import ConfigError
 
     recipe = tiny(steps=40, snapshot_steps=(30, 40), dropout=0.3)
-    job = train_claim_arm(recipe, recipe, tmp_path, {}, extras=["snapshots", "entropy"])
+    job = train_claim_arm(recipe, recipe, tmp_path, {},
+                          extras={"snapshots": (30, 40), "entropy": ()})  # fmt: skip
     numbers = job["metrics"]
     excess = numbers["excess_by_step"]
     assert sorted(excess) == [30, 40] and excess[30] != excess[40]  # neither capped
-    mean = sum(excess.values()) / 2
-    assert numbers["log2_excess"] == pytest.approx(math.log2(mean))
+    worst = math.log(VOCAB_SIZE) - label_smoothing_floor(recipe.label_smoothing)
+    assert all(0 < v < worst for v in excess.values())
+    assert numbers["log2_excess"] == excess  # by step; a claim reads log2 of their mean
+    m = verdicts.Measurements({"arm": [numbers]}, {}, {}, 20, at_steps=metrics.stepped())
+    read = verdicts.arm_values({"snapshots": [30, 40]}, m, "arm", "log2_excess", [0])
+    assert read.tolist() == pytest.approx([math.log2(sum(excess.values()) / 2)])
     assert numbers["initial_entropy"] == measures.initial_attention_entropy(
         recipe, measures.heldout(recipe)[0][:200]
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -39,8 +40,28 @@ def test_every_metric_needs_a_known_extra_or_none():
     assert {m.extra for m in METRICS.values()} <= {None, *EXTRAS}
     assert metrics.computable([]) == ["diverged", "forgetting"]
     assert set(metrics.computable(EXTRAS)) == set(METRICS)
-    assert metrics.extras_for(["init_scale", "beam_net_wins", "heldout_fraction"]) == [
-        "beam", "init"]  # fmt: skip
+    # each extra once, in EXTRAS' order, at the union of the steps its metrics' claims name;
+    # a metric the registry does not hold, or one that needs no extra, asks for none
+    wanted = [("init_scale", ()), ("beam_net_wins", (500, 300)), ("has_room", (1000, 300)),
+              ("greedy_exact", (200,)), ("heldout_fraction", (7,)), ("diverged", (9,))]  # fmt: skip
+    found = metrics.extras_for(wanted)
+    assert found == {"beam": (300, 500, 1000), "init": ()} and list(found) == ["beam", "init"]
+    assert metrics.extras_for([]) == {}
+    # the beam's metrics are one number per seed (the beam extra picks the step); only the
+    # excess is read at a claim's snapshots
+    assert "greedy_exact" not in METRICS
+    assert metrics.stepped() == {"log2_excess": "log2_mean"}
+    for name in ("beam_net_wins", "has_room", "beam_exact_gain"):
+        assert METRICS[name].extra == "beam" and METRICS[name].at_steps is None, name
+
+
+def test_at_steps_reads_the_snapshots_named_or_the_trained_model():
+    e = ArmEvaluation("trained", SimpleNamespace(name="baseline", steps=3000), None, None, None,
+                      snapshots={300: "early", 500: "middle"})  # fmt: skip
+    assert metrics.at_steps(e, ()) == {3000: "trained"}
+    assert metrics.at_steps(e, (500, 300)) == {500: "middle", 300: "early"}
+    with pytest.raises(ValueError, match=r"arm baseline: no weight snapshot at steps \[1000\]"):
+        metrics.at_steps(e, (300, 1000))
 
 
 @pytest.mark.parametrize(
@@ -55,16 +76,58 @@ def test_diverged_is_under_five_percent_exact_or_a_loss_not_finite(fraction, fin
 def test_the_metrics_read_like_their_definitions():
     e = evaluated(
         exact_by_length={8: 1.0, 12: 0.6, 16: 0.25},
-        beam_wins=5, beam_ties=3, beam_losses=2,
+        greedy_by_step={300: 0.1, 500: 0.4, 1000: 0.95},
+        beam_step=500,
+        beam_wins=5, beam_ties=3, beam_losses=2, greedy_exact=4, beam_exact=7,
+        excess_by_step={1040: 0.5, 1080: 0.25},
         activation_ratios=[2.0, 0.5],
         residue_rho_by_layer=[0.2, 0.4],
         heads=[{"antidiagonal": a, "drop": d} for a, d in ((0.9, 30), (0.5, 10), (0.1, 1))],
     )  # fmt: skip
     assert METRICS["forgetting"].compute(e) == 0.75  # shortest minus longest
-    assert METRICS["beam_net_wins"].compute(e) == pytest.approx((5 - 2) / 10)
+    # the beam, at the step with room the extra picked (of the 10 strings)
+    assert METRICS["beam_net_wins"].compute(e) == pytest.approx(0.3)  # (5 - 2) / 10
+    assert METRICS["has_room"].compute(e) == 1.0
+    assert METRICS["beam_exact_gain"].compute(e) == pytest.approx(0.3)  # (7 - 4) / 10
+    # a seed whose snapshots left greedy no room: no beam value, and no room
+    none = evaluated(greedy_by_step={300: 0.1, 1000: 0.95}, beam_step=None)
+    for name in ("beam_net_wins", "beam_exact_gain"):
+        assert math.isnan(METRICS[name].compute(none)), name
+    assert METRICS["has_room"].compute(none) == 0.0
+    assert METRICS["log2_excess"].compute(e) == {1040: 0.5, 1080: 0.25}  # by step: see below
     assert METRICS["init_scale"].compute(e) == 1.0  # a factor 2 each way
     assert METRICS["residue_rho"].compute(e) == pytest.approx(0.3)
     assert METRICS["importance_rho"].compute(e) == pytest.approx(1.0)
+
+
+def test_a_claim_reads_a_by_step_metric_at_its_snapshots_by_its_rule():
+    from tcrformer.chapters.claims import verdicts
+
+    # two seeds' metrics as metrics.json gives them back (JSON keys are strings); the second
+    # seed's snapshots left greedy no room: its beam numbers are None
+    seeds = [{"log2_excess": {"1040": 0.5, "1080": 0.25, "1120": 8.0},
+              "greedy_by_step": {"300": 0.1, "500": 0.3, "1000": 0.95},
+              "beam_net_wins": 0.02, "beam_step": 500.0},
+             {"log2_excess": {"1040": 1.0, "1080": 1.0, "1120": 8.0},
+              "greedy_by_step": {"300": 0.0, "500": 0.95, "1000": 0.97},
+              "beam_net_wins": None, "beam_step": None}]  # fmt: skip
+    m = verdicts.Measurements({"a": seeds}, {}, {}, 10, {"a": [7, 8]}, at_steps=metrics.stepped())
+    assert set(verdicts.AT_STEPS) == {"log2_mean"}
+
+    def read(metric, snapshots):
+        return verdicts.arm_values({"snapshots": snapshots}, m, "a", metric, [7, 8]).tolist()
+
+    # log2 of the mean excess over the claim's snapshots only (not the mean of the log2s)
+    assert read("log2_excess", [1040, 1080]) == pytest.approx([math.log2(0.375), 0.0])
+    # the beam's net wins are one number per seed, at the step its own evaluation chose
+    # (from greedy alone): the claim's snapshots only say where to look, and are not a rule
+    beam = [100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+    for snapshots in (beam, [300, 1000], []):
+        found = read("beam_net_wins", snapshots)
+        assert found[0] == 0.02 and math.isnan(found[1]), snapshots
+    assert read("beam_step", beam)[0] == 500.0  # the step the extra recorded, reported
+    with pytest.raises(ValueError, match="log2_excess is measured at weight snapshots"):
+        read("log2_excess", [])
 
 
 @pytest.mark.parametrize(
@@ -75,10 +138,27 @@ def test_top1_agreement_reads_the_attribution_extra(looks, top1, rho):
     occlusion importance at every residue step, attention everywhere else at none."""
     src, tgt = strings(n=30)
     e = ArmEvaluation(Reverser(looks), None, src, tgt, None)
-    EXTRAS[METRICS["top1_agreement"].extra](e)
+    EXTRAS[METRICS["top1_agreement"].extra](e, ())
     assert METRICS["top1_agreement"].compute(e) == pytest.approx(top1)
     assert METRICS["mass_on_top"].compute(e) == pytest.approx(top1)
     assert METRICS["residue_rho"].compute(e) == pytest.approx(rho)
+    # one residue costs 10 nats at every step, every other none: each step's top is defined,
+    # wherever attention looks
+    assert METRICS["top_defined"].extra == "attribution"
+    assert METRICS["top_defined"].compute(e) == pytest.approx(1.0)
+
+
+def test_top_defined_asks_for_a_top_twice_the_second():
+    from tcrformer.chapters.claims import v4_metrics
+
+    assert v4_metrics.TOP_RATIO == 2.0 and v4_metrics.MIN_IMPORTANCE == 1e-3
+    defined = [[0.0, 1.0, 0.1], [0.4, 0.2, 0.0], [0.002, 0.0, 0.0]]  # exactly twice: defined
+    assert v4_metrics.top_defined(defined) == 1.0
+    # a near-tie, two residues that matter alike, and a row where nothing matters
+    undefined = [[0.5, 0.3, 0.0], [1.0, 0.0, 1.0], [0.0005, 0.0, 0.0]]
+    assert v4_metrics.top_defined(undefined) == 0.0
+    assert v4_metrics.top_defined(defined[:2] + undefined[:2]) == 0.5
+    assert v4_metrics.top_defined(undefined[2:], min_importance=1e-4) == 1.0
 
 
 def test_top1_agreement_on_a_trained_shape_pads_no_top():
@@ -91,7 +171,7 @@ def test_top1_agreement_on_a_trained_shape_pads_no_top():
 
     src, tgt = strings(n=40, low=4, high=12, seed=3)
     e = ArmEvaluation(tiny_model(), None, src, tgt, None)
-    EXTRAS["attribution"](e)
+    EXTRAS["attribution"](e, ())
     attention, importance = e.arrays["attribution"][:2]
     groups = attribution.residue_steps(attention[-1:], importance, src, tgt)
     rows = np.concatenate([v4_metrics.top1_agreement_rows(a[0], i) for a, i in groups])
@@ -99,13 +179,38 @@ def test_top1_agreement_on_a_trained_shape_pads_no_top():
 
 
 def test_an_arms_extras_are_what_its_claims_read():
-    assert SETTINGS.extras_of("baseline") == ["beam", "importance", "attribution", "init"]
-    assert SETTINGS.extras_of("default_init") == ["init"]  # xavier's init_scale
-    assert SETTINGS.extras_of("gru") == []
+    late = (2600, 2700, 2800, 2900, 3000)  # sqrt_dk's snapshots
+    # beam_search: greedy at its ten snapshots (beam at the first with room; its has_room
+    # check and its reports need the same extra); attention_importance: the attribution
+    # (its test and its reports); xavier: init; sqrt_dk: the excess at its snapshots, and
+    # the step-0 entropy it reports (its steps unused)
+    baseline = SETTINGS.extras_of("baseline")
+    assert baseline == {"beam": tuple(range(100, 1001, 100)), "attribution": (), "init": (),
+                        "snapshots": late, "entropy": late}  # fmt: skip
+    assert list(baseline) == ["beam", "attribution", "init", "snapshots", "entropy"]  # EXTRAS'
+    assert SETTINGS.extras_of("no_scaling") == {"snapshots": late, "entropy": late}
+    pre_ln = (1040, 1080, 1120, 1160, 1200)  # pre_ln_warmup's log2_excess
+    assert SETTINGS.extras_of("deep_pre") == SETTINGS.extras_of("deep_pre_flat_1") == {
+        "snapshots": pre_ln}  # fmt: skip
+    assert SETTINGS.extras_of("default_init") == {"init": ()}  # xavier's init_scale
+    for arm in ("gru", "deep_post", "deep_post_flat_1", "fixed", "fixed_no_dropout",
+                "no_positions", "stress_unclipped"):  # fmt: skip
+        assert SETTINGS.extras_of(arm) == {}, arm  # the metrics every arm computes, or none
+    # a metric reported beside a test, or read by a manipulation check, adds its extra
     claim = SETTINGS.claim("dropout")
     reported = replace(claim, test={**claim.test, "report": ["top1_agreement"]})
     claims = tuple(reported if c.id == "dropout" else c for c in SETTINGS.claims)
-    assert replace(SETTINGS, claims=claims).extras_of("fixed_no_dropout") == ["attribution"]
+    assert replace(SETTINGS, claims=claims).extras_of("fixed_no_dropout") == {"attribution": ()}
+    check = {"check": "median_at_least", "metric": "top_defined", "arms": ["fixed_no_dropout"],
+             "at_least": 0.5}  # fmt: skip
+    checked = replace(claim, precondition=(*claim.precondition, check))
+    claims = tuple(checked if c.id == "dropout" else c for c in SETTINGS.claims)
+    assert replace(SETTINGS, claims=claims).extras_of("fixed_no_dropout") == {"attribution": ()}
+    # ... at the snapshot steps its claim names, on that claim's arms only
+    stepped = replace(claim, test={**claim.test, "report": ["beam_net_wins"], "snapshots": [500]})
+    claims = tuple(stepped if c.id == "dropout" else c for c in SETTINGS.claims)
+    assert replace(SETTINGS, claims=claims).extras_of("fixed_no_dropout") == {"beam": (500,)}
+    assert replace(SETTINGS, claims=claims).extras_of("fixed_no_smoothing") == {}
 
 
 def test_an_unknown_claim_id_names_itself():

@@ -4,6 +4,8 @@ test_claims_digest.py)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -153,7 +155,7 @@ def test_attention_controls_through_v3s_occlusion_on_a_model(shift, verdict):
 
 torch = pytest.importorskip("torch")
 VOCAB, BOS, EOS, PAD, FLOOR = 23, 1, 2, 0, 1e-12
-TRAP, EASY, LOSE = 3, 4, 5  # the source's first token says which table the toy reads
+TRAP, EASY, LOSE, CUT = 3, 4, 5, 6  # the source's first token says which table the toy reads
 
 
 def _table(kind: int, prefix: tuple[int, ...]) -> np.ndarray:
@@ -171,6 +173,16 @@ def _table(kind: int, prefix: tuple[int, ...]) -> np.ndarray:
         if len(prefix) < 3:
             p[residues] = 0.5 / 19
             p[5] = 0.5
+        else:
+            p[EOS] = 1.0
+    elif kind == CUT:  # greedy writes a <eos>; beam's b b b b never ends and scores higher
+        if prefix == ():
+            p[3], p[4] = 0.55, 0.45
+        elif prefix == (3,):
+            p[residues] = 0.7 / 20
+            p[EOS] = 0.3
+        elif prefix[:1] == (4,):
+            p[4] = 1.0
         else:
             p[EOS] = 1.0
     else:  # LOSE: greedy's prefix a is pushed out of a width-2 beam by b's two continuations
@@ -219,12 +231,125 @@ def _net_wins(kinds, width):
 
 
 def test_the_beam_snapshot_is_the_first_with_room_read_from_greedy_alone():
-    from tcrformer.chapters.claims.v4_metrics import snapshot_with_room
+    from tcrformer.chapters.claims.v4_metrics import GREEDY_ROOM, room_step
 
-    by_step = {1000: [0.5, 0.7], 300: [0.05, 0.1], 500: [0.2, 0.5]}  # unordered on purpose
-    assert snapshot_with_room(by_step) == 500  # 300's median 0.075 has no room to judge
-    assert snapshot_with_room({300: [0.0, 0.1], 1000: [0.95, 1.0]}) is None
-    assert snapshot_with_room({300: [0.9, 0.9]}) == 300  # the ends are inside
+    assert GREEDY_ROOM == (0.2, 0.9)
+    # one seed's greedy exact by step, unordered on purpose: 300 has no room (0.05), 500 is
+    # the first in step order that has, 700 has too, 1000 is at the ceiling
+    assert room_step({1000: 0.95, 700: 0.6, 300: 0.05, 500: 0.5}) == 500
+    assert room_step({300: 0.1, 1000: 0.95}) is None  # below, then above: never room
+    assert room_step({}) is None
+    assert room_step({300: 0.9, 500: 0.5}) == 300  # the ends are inside
+    assert room_step({300: 0.19, 500: 0.2}) == 500
+    assert room_step({300: 0.91, 500: 0.95}) is None
+    assert room_step({300: 0.05, 500: 0.5}, room=(0.0, 0.1)) == 300  # the room is a parameter
+
+
+def test_an_output_without_eos_loses_to_one_with_it_whatever_their_scores():
+    # beam's output never wrote <eos> and scores higher (its score lacks the <eos> term):
+    # a loss; ignoring whether each finished, the same scores would count as a win
+    unfinished_beam = dict(greedy_logprob=[-5.0], beam_logprob=[-1.0], same_output=[False])
+    found = beam_outcomes(**unfinished_beam, greedy_finished=[True], beam_finished=[False])
+    assert (found["wins"], found["ties"], found["losses"], found["net_wins"]) == (0, 0, 1, -1.0)
+    assert beam_outcomes(**unfinished_beam)["wins"] == 1  # every output taken as finished
+    # and the other way round: greedy's unfinished output loses to beam's finished one
+    unfinished_greedy = dict(greedy_logprob=[-1.0], beam_logprob=[-5.0], same_output=[False])
+    found = beam_outcomes(**unfinished_greedy, greedy_finished=[False], beam_finished=[True])
+    assert (found["wins"], found["ties"], found["losses"], found["net_wins"]) == (1, 0, 0, 1.0)
+    assert beam_outcomes(**unfinished_greedy)["losses"] == 1
+    # between two unfinished outputs, as between two finished ones, the more probable wins;
+    # equal scores tie only when both finished alike; the same output always ties
+    g, b = [-5.0, -1.0, -2.0, -2.0, -2.0, -7.0], [-1.0, -5.0, -2.0, -2.0, -2.0, -1.0]
+    same = [False, False, False, False, False, True]
+    found = beam_outcomes(g, b, same, greedy_finished=[False, False, True, False, True, True],
+                          beam_finished=[False, False, False, False, True, True])  # fmt: skip
+    # win, loss, loss (only greedy finished), tie, tie, tie (same output)
+    assert (found["wins"], found["ties"], found["losses"]) == (1, 3, 2)
+    assert found["net_wins"] == pytest.approx(-1 / 6)
+
+
+def test_the_beam_metrics_count_a_cut_off_beam_output_as_a_loss():
+    # On the toy, greedy writes a <eos> (0.55 x 0.3) while beam's b b b b is cut off at the
+    # length limit with a higher teacher-forced score (0.45, no <eos> term): beam loses.
+    from tcrformer.models.decoding import sequence_log_prob
+    from tcrformer.training import measures
+
+    model, src = Toy(), torch.tensor([[CUT, CUT]] * 3)
+    tgt = torch.tensor([[BOS, 3, EOS, PAD, PAD]] * 3)  # max_len 4: greedy's output is right
+    found = measures.beam_metrics(model, src, tgt, width=4)
+    assert (found["beam_wins"], found["beam_ties"], found["beam_losses"]) == (0, 0, 3)
+    assert (found["greedy_exact"], found["beam_exact"]) == (3, 0)
+    assert found["beam_logprob"] > found["greedy_logprob"]  # scores alone: a win
+    beam_out = torch.tensor([[BOS, 4, 4, 4, 4]] * 3)
+    assert found["beam_logprob"] == pytest.approx(
+        float(sequence_log_prob(model, src, beam_out, EOS, PAD).mean())
+    )
+
+
+def _beam_evaluation(fractions, monkeypatch):
+    """An arm's evaluation with a snapshot Toy per step of `fractions` ({step: greedy exact
+    fraction}, which measures.exact_rows is stubbed to give for that snapshot's model), and
+    the models measures.beam_metrics was run on."""
+    from types import SimpleNamespace
+
+    from tcrformer.chapters.claims.metrics import ArmEvaluation
+    from tcrformer.training import measures
+
+    src = torch.tensor([[k, k] for k in (TRAP, EASY, LOSE, CUT)])
+    tgt = torch.tensor([[BOS, 4, EOS, PAD, PAD]] * 4)
+    snapshots = {step: Toy() for step in fractions}
+    exact = {id(model): fractions[step] for step, model in snapshots.items()}
+
+    def exact_rows(model, src, tgt):
+        return torch.arange(src.size(0)) < round(exact[id(model)] * src.size(0))
+
+    ran, beam_metrics = [], measures.beam_metrics
+
+    def recorded(model, *args):
+        ran.append(model)
+        return beam_metrics(model, *args)
+
+    monkeypatch.setattr(measures, "exact_rows", exact_rows)
+    monkeypatch.setattr(measures, "beam_metrics", recorded)
+    recipe = SimpleNamespace(name="baseline", steps=3000)
+    e = ArmEvaluation(Toy(), recipe, src, tgt, None, beam_width=4, snapshots=snapshots)
+    return e, ran
+
+
+def test_the_beam_extra_runs_beam_at_the_first_snapshot_with_greedy_room(monkeypatch):
+    from tcrformer.chapters.claims.metrics import EXTRAS, METRICS
+    from tcrformer.training import measures
+
+    real = measures.beam_metrics
+    # only 200 has room: 100 below it, 300 above (the last step)
+    e, ran = _beam_evaluation({100: 0.0, 200: 0.5, 300: 1.0}, monkeypatch)
+    EXTRAS["beam"](e, (100, 200, 300))
+    assert e.numbers["greedy_by_step"] == {100: 0.0, 200: 0.5, 300: 1.0}
+    assert e.numbers["beam_step"] == 200
+    assert ran == [e.snapshots[200]]  # beam ran once, on the weights of step 200
+    at_200 = real(e.snapshots[200], e.src, e.tgt, 4)
+    assert {k: e.numbers[k] for k in at_200} == at_200
+    # TRAP: beam wins; EASY and LOSE (width 4 keeps greedy's path): ties; CUT: beam's
+    # output is cut off, a loss
+    assert (at_200["beam_wins"], at_200["beam_ties"], at_200["beam_losses"]) == (1, 2, 1)
+    assert METRICS["beam_net_wins"].compute(e) == 0.0
+    assert METRICS["has_room"].compute(e) == 1.0
+    # TRAP's target is beam's b <eos>, which greedy misses: beam gains one string of four
+    assert (at_200["beam_exact"], at_200["greedy_exact"]) == (1, 0)
+    assert METRICS["beam_exact_gain"].compute(e) == 0.25
+
+
+def test_a_seed_without_greedy_room_has_no_beam_value(monkeypatch):
+    from tcrformer.chapters.claims.metrics import EXTRAS, METRICS
+
+    e, ran = _beam_evaluation({100: 0.0, 200: 0.0, 300: 1.0}, monkeypatch)
+    EXTRAS["beam"](e, (100, 200, 300))
+    assert e.numbers["greedy_by_step"] == {100: 0.0, 200: 0.0, 300: 1.0}
+    assert e.numbers["beam_step"] is None
+    assert ran == [] and "beam_wins" not in e.numbers  # beam never ran
+    assert math.isnan(METRICS["beam_net_wins"].compute(e))
+    assert math.isnan(METRICS["beam_exact_gain"].compute(e))
+    assert METRICS["has_room"].compute(e) == 0.0
 
 
 def test_beam_wins_where_greedy_is_provably_suboptimal():

@@ -1,21 +1,24 @@
 """The power plan of the claims: how many seeds each experiment needs, from v2's spread.
 
-For an experiment the protocol tests the seeds' paired values d_s against the margin m with
-an exact sign-flip test at its Holm level. Planned at the worst Holm step, alpha / k for k
-experiments, the plan asks two things of n seeds:
+For a continuous experiment the protocol tests the seeds' paired values d_s against the
+margin m with an exact sign-flip test at its Holm level. Planned at the worst Holm step,
+alpha / k for k experiments, the plan asks two things of n seeds:
 
     feasible    2^-n <= alpha / k          (the test's smallest p-value can clear the level)
     powered     P(reject | true effect) >= 0.8, the sign-flip test taken as the one-sample
                 t-test it approaches: noncentral t with n - 1 degrees of freedom and
                 noncentrality sqrt(n) |delta - m| / sd
 
-The true effect delta a claim is planned for is fixed here, before v3 runs: twice the margin
+The true effect delta a claim is planned for is fixed here, before the run: twice the margin
 for `greater` (a margin of 0.01 is planned at 0.02), zero for `less` and `equivalent`. The
 spread sd is that of the same per-seed value in v2's archived run (v2's seeds 0..7 were paired
-the same way), computed with v3's definitions where v2 kept what they need (the absolute
-divergence rule from v2's held-out exact). Where v2 measured nothing like it (the injected
-bad batch, residue attribution, the GRU with attention, beam search on converged models,
-where v2's values were all 0), the plan says so and asks only for feasibility.
+the same way), computed with the current definitions where v2 kept what they need. Where v2
+measured nothing like it (the eval-mode excess, top-1 agreement), the plan says so and asks
+only for feasibility.
+
+A paired-binary experiment (v4's divergence claims) is planned by the exact power of its own
+test (binary_power, by enumeration), at the divergence rates BINARY_PLANNED: every seed
+without the remedy diverging at 0.75, none with it.
 
     python -m tools.claims_power --archive results/archive/claims_v2.tar.gz \
         --claims config/claims.yaml --out config/claims_power.yaml
@@ -47,19 +50,12 @@ MAX_SEEDS = 256
 # v3 claim -> how v2's archived arms give the same per-seed value (arm, reference, metric);
 # several arms average per seed, as the protocol does. None: v2 measured nothing like it.
 FROM_V2: dict[str, Any] = {
-    "warmup": ("deep_post_flat_1", "deep_post", "diverged"),
-    "pre_ln_stable": (("deep_post_flat_q", "deep_post_flat_1", "deep_post_flat_4"),
-                      ("deep_pre_flat_q", "deep_pre_flat_1", "deep_pre_flat_4"), "diverged"),
-    "pre_ln_warmup": ("deep_pre_flat_1", "deep_pre", "final_loss", "relative"),
     "smoothing_generalisation": ("fixed", "fixed_no_smoothing", "heldout_fraction"),
     "dropout": ("fixed", "fixed_no_dropout", "heldout_fraction"),
-    "clipping": None,
-    "beam_search": ("baseline", None, "beam_net_wins"),
-    "sqrt_dk": ("no_scaling", "baseline", "early_loss"),
-    "attention_importance": None,
-    "rnn_forgetful": ("gru", "baseline", "forgetting"),
-    "rnn_fade_with_attention": None,
+    "beam_search": ("baseline", None, "beam_net_wins"),  # v2: a 500-step model, room to win
 }  # fmt: skip
+BINARY_PLANNED = (0.75, 0.0)  # (p10, p01) a paired-binary claim is planned for
+MAX_BINARY_SEEDS = 64
 
 
 def v2_metrics(archive: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
@@ -138,6 +134,14 @@ def binary_power(n: int, p10: float, p01: float, margin: float, level: float) ->
     return float(power)
 
 
+def binary_seeds_needed(margin: float, level: float) -> int:
+    """The fewest seeds whose exact paired-binary test reaches POWER at BINARY_PLANNED."""
+    for n in range(2, MAX_BINARY_SEEDS + 1):
+        if binary_power(n, *BINARY_PLANNED, margin, level) >= POWER:
+            return n
+    return MAX_BINARY_SEEDS
+
+
 def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
     experiments = [c for c in claims if c["kind"] == "experiment"]
     level = alpha / len(experiments)  # the worst Holm step
@@ -147,6 +151,13 @@ def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
         row: dict[str, Any] = {"margin": test["margin"], "direction": test["direction"],
                                "planned_effect": 2 * test["margin"]
                                if test["direction"] == "greater" else 0.0}  # fmt: skip
+        if test["effect"] == "paired_binary":
+            p10, p01 = BINARY_PLANNED
+            basis = f"exact power of the paired-binary test at p10 {p10}, p01 {p01}"
+            row.update(planned_effect=p10 - p01, sd=None, basis=basis,
+                       seeds=binary_seeds_needed(test["margin"], level))  # fmt: skip
+            rows[claim["id"]] = row
+            continue
         d = None
         if source is not None:
             arms, reference, metric, *relative = source

@@ -10,10 +10,16 @@ from tcrformer.core.manifest import git_state
 from tcrformer.core.runner import run
 
 
+def sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def main(smk):
     settings = Settings.from_config(smk.config)
-    claims_file = hashlib.sha256(Path(smk.params.claims_file).read_bytes()).hexdigest()
-    write_named(smk.output, claims_register(settings, claims_file, git_state()["commit"]))
+    reviews = {path: sha256(path) for path in smk.params.reviews}
+    registered = claims_register(settings, sha256(smk.params.claims_file), git_state()["commit"],
+                                 reviews)  # fmt: skip
+    write_named(smk.output, registered)
 
 
 run(main, snakemake)

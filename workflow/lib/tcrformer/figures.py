@@ -122,7 +122,7 @@ FIGURES = (
     Figure("figC3_attention_importance", "claims", CLAIMS),
     Figure("figC4_positional_encoding", "claims", CLAIMS),
     Figure("figC5_attention_cost", "claims", CLAIMS),
-    Figure("figC6_recurrent_and_beam", "claims", CLAIMS),
+    Figure("figC6_beam", "claims", CLAIMS),
     Figure("figC7_effects", "claims", CLAIMS),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}

@@ -63,37 +63,37 @@ def figC2_gradients_and_calibration(data) -> Figure:
     return fig
 
 
-def figC3_attention_importance(data) -> Figure:
-    """Left, the tested quantity: per seed, the signed rank correlation between a residue's
-    cross-attention weight and the loss its replacement causes, against the margin. Right,
-    reported post hoc: each cross-attention head's anti-diagonal mass against the drop in
-    held-out exact reversals when it is removed."""
-    fig = style.new_figure(11.0, 4.8)
-    rho_ax, head_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
-    margin = next((e["margin"] for e in data.effects if e["id"] == "attention_importance"), None)
-    for i, values in enumerate(data.residue_rho.values()):
+def _per_seed(ax, by_arm: dict[str, list], margin: float | None = None) -> None:
+    """Each arm's per-seed values as dots, their mean as a bar, and the margin."""
+    for i, values in enumerate(by_arm.values()):
         finite = [v for v in values if v is not None]
-        rho_ax.scatter(np.full(len(finite), i), finite, color=style.MUTED, s=18)
-        rho_ax.scatter([i], [np.mean(finite)] if finite else [], color=style.HIGHLIGHT,
-                       marker="_", s=400, label="mean over seeds")  # fmt: skip
+        ax.scatter(np.full(len(finite), i), finite, color=style.MUTED, s=18)
+        ax.scatter([i], [np.mean(finite)] if finite else [], color=style.HIGHLIGHT,
+                   marker="_", s=400, label="mean over seeds")  # fmt: skip
     if margin is not None:
-        rho_ax.axhline(margin, color=style.HIGHLIGHT, ls="--", lw=1, label=f"margin {margin:g}")
+        ax.axhline(margin, color=style.HIGHLIGHT, ls="--", lw=1, label=f"margin {margin:g}")
+    ax.set_xticks(range(len(by_arm)), list(by_arm))
+    ax.legend(fontsize=7)
+
+
+def figC3_attention_importance(data) -> Figure:
+    """Left, the claim's measure: per seed, the chance that an output step's most-attended
+    residue is its most important one (last decoder layer), against the margin. Right,
+    reported: v3's signed rank correlation of attention and replacement cost."""
+    fig = style.new_figure(9.0, 4.6)
+    top_ax, rho_ax = fig.subplots(1, 2)
+    margin = next((e["margin"] for e in data.effects if e["id"] == "attention_importance"), None)
+    _per_seed(top_ax, data.top1_agreement, margin)
+    top_ax.set_ylim(-0.02, 1.02)
+    top_ax.set_ylabel("top-1 agreement, attention vs occlusion importance")
+    top_ax.set_title(data.title("residues: the claim's measure", "attention_importance"),
+                     fontsize=9)  # fmt: skip
+    _per_seed(rho_ax, data.residue_rho)
     rho_ax.axhline(0, color="0.6", lw=0.6)
-    rho_ax.set_xticks(range(len(data.residue_rho)), list(data.residue_rho))
     rho_ax.set_ylim(-1, 1)
     rho_ax.set_ylabel("Spearman rho, attention vs replacement cost (signed)")
-    rho_ax.set_title(data.title("residues: the test", "attention_importance"), fontsize=9)
-    rho_ax.legend(fontsize=7)
-    seeds = sorted({h["seed"] for h in data.heads})
-    for seed, colour in zip(seeds, style.categorical_colours(len(seeds)), strict=True):
-        mine = [h for h in data.heads if h["seed"] == seed]
-        head_ax.scatter([h["antidiagonal"] for h in mine], [h["drop"] for h in mine],
-                        color=colour, s=14, label=f"seed {seed}")  # fmt: skip
-    head_ax.set_xlabel("mean attention on the mirror residue (anti-diagonal)")
-    head_ax.set_ylabel(f"drop in held-out exact (of {data.eval_n}) when removed")
-    head_ax.set_title("heads (v2's measure, reported post hoc)", fontsize=9)
-    head_ax.legend(fontsize=7, ncol=2)
-    fig.suptitle("Fig. C3  Where attention looks, and what the residues and heads are worth")
+    rho_ax.set_title("v3's measure (reported)", fontsize=9)
+    fig.suptitle("Fig. C3  Does attention point at the residue that matters?")
     return fig
 
 
@@ -155,37 +155,37 @@ def figC5_attention_cost(data) -> Figure:
     return fig
 
 
-def figC6_recurrent_and_beam(data) -> Figure:
-    """Left: held-out exact by string length, GRU and Transformer. Right: greedy vs beam."""
+def figC6_beam(data) -> Figure:
+    """Left: each seed's greedy exact at the weight snapshots, and the step where beam was
+    judged (the first with room, from greedy alone). Right: beam against greedy there."""
     fig = style.new_figure(12.0, 4.6)
-    length_ax, beam_ax = fig.subplots(1, 2)
-    arms = list(data.exact_by_length)
-    for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
-        by_length = data.exact_by_length[arm]
-        length_ax.plot([int(n) for n in by_length], list(by_length.values()), "o-",
-                       color=colour, label=arm)  # fmt: skip
-    speeds = ", ".join(
-        f"{k.removesuffix('_steps_per_s')} {v:.1f}"
-        for k, v in data.speed.items()
-        if k.endswith("_steps_per_s")
-    )
-    length_ax.set_xlabel("string length")
-    length_ax.set_ylabel("held-out exact fraction (median over seeds)")
-    length_ax.set_title(data.title(f"forgetful? steps/s: {speeds}", "rnn_forgetful"), fontsize=9)
-    length_ax.legend()
+    room_ax, beam_ax = fig.subplots(1, 2)
+    for arm in data.greedy_by_step:
+        for greedy, step in zip(data.greedy_by_step[arm], data.beam_step[arm], strict=True):
+            steps = sorted(greedy, key=int)
+            room_ax.plot([int(s) for s in steps], [greedy[s] for s in steps], color=style.MUTED,
+                         lw=0.8)  # fmt: skip
+            if step is not None:
+                room_ax.scatter([step], [greedy[str(int(step))]], color=style.HIGHLIGHT, s=18,
+                                zorder=3)  # fmt: skip
+    room_ax.axhspan(0.2, 0.9, color=style.HIGHLIGHT, alpha=0.08, label="room for beam")
+    room_ax.set_xlabel("training step (weight snapshot)")
+    room_ax.set_ylabel("greedy exact fraction, each seed (dot: the step judged)")
+    room_ax.set_title("where greedy has room", fontsize=9)
+    room_ax.legend(fontsize=7)
     arms = list(data.beam)
     x = np.arange(len(arms))
     for offset, key, colour in ((-0.27, "beam_wins", style.HIGHLIGHT),
                                 (0.0, "beam_ties", style.MUTED),
                                 (0.27, "beam_losses", "black")):  # fmt: skip
-        beam_ax.bar(x + offset, [data.beam[a][key] for a in arms], 0.27, color=colour,
+        beam_ax.bar(x + offset, [data.beam[a][key] or 0 for a in arms], 0.27, color=colour,
                     label=key.removeprefix("beam_"))  # fmt: skip
     beam_ax.set_xticks(x, arms)
     beam_ax.set_ylabel(f"held-out strings (of {data.eval_n}), median over seeds")
     beam_ax.set_title(data.title("beam against greedy, string by string", "beam_search"),
                       fontsize=9)  # fmt: skip
     beam_ax.legend()
-    fig.suptitle("Fig. C6  A recurrent baseline, and beam search against greedy decoding")
+    fig.suptitle("Fig. C6  Beam search against greedy decoding, where greedy has room")
     return fig
 
 

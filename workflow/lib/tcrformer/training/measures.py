@@ -217,12 +217,14 @@ def calibration(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Any]:
 
 
 def beam_metrics(model: nn.Module, src: Tensor, tgt: Tensor, width: int) -> dict[str, float]:
-    """Greedy against beam search: exact reversals and the mean sequence log-probability.
+    """Greedy against beam search: exact reversals, the mean sequence log-probability, and
+    beam's wins, ties and losses (chapters.claims.v4_metrics.beam_outcomes).
 
     Both decoders' outputs are scored by the one teacher-forced pass (sequence_log_prob),
     so the same output gets the same score to the bit. The beam's own running score comes
     from incremental float32 steps and differs from it by ~1e-8, which alone would make an
     equal output look worse or better."""
+    from tcrformer.chapters.claims.v4_metrics import beam_outcomes
     from tcrformer.models.decoding import beam_search, sequence_log_prob
 
     max_len = tgt.size(1) - 1
@@ -230,15 +232,17 @@ def beam_metrics(model: nn.Module, src: Tensor, tgt: Tensor, width: int) -> dict
     beam, _ = beam_search(model, src, max_len, BOS, EOS, width, PAD)
     greedy_logprob = sequence_log_prob(model, src, greedy, EOS, PAD)
     beam_logprob = sequence_log_prob(model, src, beam, EOS, PAD)
-    tie = same_through_eos(greedy, beam) | (beam_logprob == greedy_logprob)
+    finished = [(out == EOS).any(1).numpy() for out in (greedy, beam)]  # wrote <eos>
+    same = same_through_eos(greedy, beam).numpy()
+    outcomes = beam_outcomes(greedy_logprob.numpy(), beam_logprob.numpy(), same, *finished)
     return {
         "greedy_exact": int(scored(greedy, tgt).sum()),
         "beam_exact": int(scored(beam, tgt).sum()),
         "greedy_logprob": float(greedy_logprob.mean()),
         "beam_logprob": float(beam_logprob.mean()),
-        "beam_wins": int((~tie & (beam_logprob > greedy_logprob)).sum()),
-        "beam_ties": int(tie.sum()),
-        "beam_losses": int((~tie & (beam_logprob < greedy_logprob)).sum()),
+        "beam_wins": outcomes["wins"],
+        "beam_ties": outcomes["ties"],
+        "beam_losses": outcomes["losses"],
     }
 
 

@@ -30,9 +30,13 @@ import numpy as np
 import pandas as pd
 
 from tcrformer.chapters.claims import analytic, digest, metrics
+from tcrformer.chapters.claims.metrics import stepped
 from tcrformer.chapters.claims.settings import Claim, Settings, Sweep
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
-from tcrformer.chapters.claims.verdicts import Measurements, judge_all
+from tcrformer.chapters.claims.verdicts import AT_STEPS, Measurements, judge_all
+
+if set(metrics.stepped().values()) - set(AT_STEPS):
+    raise ImportError("claims: a by-step metric's rule is not in verdicts.AT_STEPS")
 from tcrformer.core.io import read_csv, write_csv
 
 # Pre-registration ------------------------------------------------------------------------------
@@ -50,14 +54,15 @@ def shared_decision_code() -> list:
 
 
 def claim_decision_code(claim) -> list:
-    """What decides this claim alone: the registered metrics it tests or reports, and the
-    extras they need (metrics.METRICS)."""
+    """What decides this claim alone: the registered metrics it tests, reports or checks,
+    the extras they need, and how a by-step one is read at its snapshots (metrics.METRICS)."""
     points = []
     for name in claim.metrics():
         metric = metrics.METRICS.get(name)
         if metric is not None:
             points.append(metric.compute)
             points += [metrics.EXTRAS[metric.extra]] if metric.extra else []
+            points += [AT_STEPS[metric.at_steps]] if metric.at_steps else []
     return points
 
 
@@ -72,14 +77,21 @@ def decision_code_digest(settings: Settings) -> dict[str, str]:
     return {claim_id: digest.combined({**shared, **code}) for claim_id, code in own.items()}
 
 
-def claims_register(settings: Settings, claims_file_sha256: str, commit: str) -> dict[str, Any]:
-    """What the claims said before the first arm trained, and the code that will judge
-    them; written once, never rewritten."""
+def claims_register(
+    settings: Settings,
+    claims_file_sha256: str,
+    commit: str,
+    reviews: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """What the claims said before the first arm trained, the code that will judge them,
+    and the sha256 of the reviews the design answered (`reviews`: path -> sha256); written
+    once, never rewritten."""
     return {
         "registration": {
             "registered_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": commit,
             "claims_file_sha256": claims_file_sha256,
+            "reviews_sha256": dict(reviews or {}),
             "decision_code": decision_code_digest(settings),
             "environment": digest.environment(),  # a digest compares under one Python
             "claims": settings.registration(),
@@ -96,7 +108,7 @@ def train_claim_arm(
     checkpoints,
     numerics: dict,
     swept: Mapping[str, Any] | None = None,
-    extras: Sequence[str] = (),
+    extras: Mapping[str, Sequence[int]] | None = None,
     beam_width: int = 1,
 ) -> dict[str, Any]:
     """Train one arm's seed (`swept` sets the keys a sweep chose, claims_sweep), then
@@ -122,8 +134,8 @@ def train_claim_arm(
         save_model(model_path, trained.model, recipe.architecture())
         write_csv(history_path, history)
         snapshots = dict(snapshot_models(recipe, checkpoints))
-        evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras, beam_width,
-                                       snapshots)  # fmt: skip
+        evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras or {},
+                                       beam_width, snapshots)  # fmt: skip
     for step in snapshots:  # measured: the job keeps only what the summary reads
         snapshot_path(checkpoints, recipe, step).unlink()
     return {
@@ -141,14 +153,14 @@ def evaluate_claim_arm(
     recipe,
     model_path: str,
     history_path: str,
-    extras: Sequence[str],
+    extras: Mapping[str, Sequence[int]],
     beam_width: int,
     snapshots: Mapping[int, Any] | None = None,
 ) -> dict[str, Any]:
     """Every metric a claim reads of this arm and seed: what every arm gets, then the
-    `extras` its claims need (metrics.EXTRAS: beam search, head ablations, residue
-    attribution, the step-0 signal scales, the weight snapshots' excess, attention's
-    entropy), then each registered metric they allow. `snapshots`: step -> the model as
+    `extras` its claims need, each at its snapshot steps (metrics.EXTRAS: beam search, head
+    ablations, residue attribution, the step-0 signal scales, the excess over the floor,
+    attention's entropy), then each registered metric they allow. `snapshots`: step -> the model as
     training kept it then (training.measures.snapshot_models)."""
     from tcrformer.training.measures import heldout
     from tcrformer.training.model import load_model
@@ -159,8 +171,8 @@ def evaluate_claim_arm(
     e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), history, beam_width, kept,
                               {"arm_architecture": architecture})  # fmt: skip
     common_evaluation(e)
-    for extra in extras:
-        metrics.EXTRAS[extra](e)
+    for extra, steps in extras.items():
+        metrics.EXTRAS[extra](e, steps)
     for name in metrics.computable(extras):
         e.numbers[name] = metrics.METRICS[name].compute(e)
     return {"metrics": finite_or_none(e.numbers)}
@@ -386,7 +398,7 @@ def claims_summary(
     benchmark job's results, by the claim it measures."""
     seeds = {arm: settings.seeds_of(arm) for arm in metrics}
     measurements = Measurements(metrics, analytic_results, benchmarks, settings.eval_n, seeds,
-                                sweeps)  # fmt: skip
+                                sweeps, at_steps=stepped())  # fmt: skip
     decisions = judge_all(settings, measurements)
     rows = table_rows(settings, decisions, registration, plan, decision_code_digest(settings))
     table = pd.DataFrame(rows)

@@ -56,8 +56,8 @@ with q the restricted maximum-likelihood p01 under delta = m (the root of
 same test inverted. McNemar's exact conditional test (scipy.stats.binomtest on the
 discordant seeds) is its margin-0 relative, reported beside it.
 
-Holm's step-down and the exact (Clopper-Pearson) binomial interval are defined once:
-Holm in protocol.py (v3's decision code, re-exported here), the interval here.
+The exact (Clopper-Pearson) binomial interval is defined here, once; Holm's step-down over
+the claims, once, in protocol.py, which turns these tests into verdicts.
 """
 
 from __future__ import annotations
@@ -71,9 +71,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import special, stats
 
-# Holm's step-down, defined once, in v3's protocol.py (v3's registration hashes that file).
 from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
-from tcrformer.chapters.claims.protocol import holm, holm_levels  # noqa: F401 (re-exported)
 
 ENUMERATE_UP_TO = 20  # seeds up to which all 2^n sign vectors are listed
 RESAMPLES = 10**6  # B, the Monte Carlo test's random sign vectors
@@ -340,7 +338,9 @@ def support_and_refute(p_of: Callable[[float, str], float], margin: float, direc
 
 
 @dataclass(frozen=True)
-class _Sides:
+class Sides:
+    """The two one-sided p-values of a claim against its margin."""
+
     p_support: float
     p_refute: float
 
@@ -355,7 +355,7 @@ class _Sides:
 
 
 @dataclass(frozen=True)
-class ContinuousTest(_Sides):
+class ContinuousTest(Sides):
     """A continuous claim's test against its margin: the sign-flip p-values (primary), how
     their null was built, the interval by inversion, and the t-test's (secondary)."""
 
@@ -524,7 +524,7 @@ def mcnemar_exact_p(plus: int, minus: int, alternative: str = "greater") -> floa
 
 
 @dataclass(frozen=True)
-class BinaryTest(_Sides):
+class BinaryTest(Sides):
     """A paired-binary claim's test: the exact unconditional p-values (primary), the interval
     for p10 - p01 by inversion, and McNemar's exact p at margin 0 in the claim's direction
     (secondary; NaN for equivalence)."""
@@ -543,6 +543,14 @@ class BinaryTest(_Sides):
     method: str = "exact_unconditional"
 
 
+def paired_binary_counts(d: Sequence[float], claim: str = "d_s") -> tuple[int, int, int]:
+    """(plus, minus, n): the seeds whose outcome d_s is +1 and -1, and all of them."""
+    values = _finite(d, claim)
+    if not np.isin(values, (-1.0, 0.0, 1.0)).all():
+        raise ValueError(f"{claim}: paired binary outcomes must be -1, 0 or 1: {values.tolist()}")
+    return int((values == 1).sum()), int((values == -1).sum()), values.size
+
+
 def paired_binary_test(
     d: Sequence[float],
     margin: float,
@@ -552,10 +560,7 @@ def paired_binary_test(
 ) -> BinaryTest:
     """The exact unconditional test of `claim`'s per-seed outcomes d_s in {-1, 0, 1}
     against `margin` in `direction`, its interval and McNemar's test beside it."""
-    values = _finite(d, claim)
-    if not np.isin(values, (-1.0, 0.0, 1.0)).all():
-        raise ValueError(f"{claim}: paired binary outcomes must be -1, 0 or 1: {values.tolist()}")
-    plus, minus, n = int((values == 1).sum()), int((values == -1).sum()), values.size
+    plus, minus, n = paired_binary_counts(d, claim)
     support, refute = support_and_refute(
         lambda m, side: paired_binary_p(plus, minus, n, m, side), margin, direction
     )
@@ -575,15 +580,15 @@ def exact_binomial_interval(k: int, n: int, confidence: float = 0.95) -> tuple[f
 
 
 __all__ = [
+    "Sides",
     "BinaryTest",
     "ContinuousTest",
     "SignFlipNull",
     "continuous_test",
     "disagree",
     "exact_binomial_interval",
-    "holm",
-    "holm_levels",
     "mcnemar_exact_p",
+    "paired_binary_counts",
     "paired_binary_interval",
     "paired_binary_p",
     "paired_binary_test",

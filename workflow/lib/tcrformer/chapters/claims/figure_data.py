@@ -22,9 +22,10 @@ class ClaimsFigures:
     loss_curves: dict[str, dict[str, list]]  # arm -> {step, median}: the median over seeds
     grad_norm_curves: dict[str, dict[str, list]]
     calibration: dict[str, list[list[float]]]  # arm -> bins [count, confidence, accuracy]
-    heads: list[dict[str, Any]]  # cross-attention heads: antidiagonal, drop, layer, head
-    residue_rho: dict[str, list[float | None]]  # arm -> per seed, the residue-level rho
-    exact_by_length: dict[str, dict[str, float]]  # arm -> {length: exact fraction}
+    top1_agreement: dict[str, list[float | None]]  # arm -> per seed, top-1 agreement
+    residue_rho: dict[str, list[float | None]]  # arm -> per seed, v3's residue-level rho
+    greedy_by_step: dict[str, list[dict[str, float]]]  # arm -> per seed, {step: greedy exact}
+    beam_step: dict[str, list[float | None]]  # arm -> per seed, the step beam was judged at
     beam: dict[str, dict[str, float]]  # arm -> beam wins, ties, losses, net wins (medians)
     analytic: dict[str, Any]
     cost: dict[str, Any]  # the claim, exponents, rows (length, seconds, allocated_bytes, ...)

@@ -4,7 +4,7 @@ protocol.py and verdicts.py hold the code of each name, and fail at import when 
 none."""
 
 # Seed-based experiments: the primary effects (protocol.PER_SEED) and their directions.
-EFFECTS = ("paired_difference", "paired_relative", "seed_mean")
+EFFECTS = ("paired_difference", "paired_relative", "seed_mean", "paired_binary")
 DIRECTIONS = ("greater", "less", "equivalent")
 # Every other kind of claim: the evaluators of its test (verdicts.EVALUATORS).
 EVALUATED = {
@@ -18,7 +18,15 @@ BENCHMARKS = {"quadratic": "claims_cost", "speed": "claims_rnn_speed"}
 KINDS = tuple(TESTS)
 # Manipulation checks a claim may register (`precondition`): did the situation the claim
 # speaks of occur here (verdicts.PRECONDITIONS)? One that fails makes it NOT TESTABLE HERE.
-PRECONDITIONS = ("converged", "plateau", "blowup", "parallelism", "sweep_interior")
+PRECONDITIONS = (
+    "converged",
+    "median_at_least",
+    "by_design",
+    "plateau",
+    "blowup",
+    "parallelism",
+    "sweep_interior",
+)
 
 # A run diverged when its held-out exact is under this (or a loss is not finite): one
 # absolute rule for every arm and norm.
@@ -30,6 +38,6 @@ HOLDS, FAILS = "HOLDS", "FAILS"
 VERDICTS = {
     "experiment": (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_TESTABLE),
     "analytic": (SUPPORTED, REFUTED, INCONCLUSIVE),
-    "check": (HOLDS, FAILS),
+    "check": (HOLDS, FAILS, NOT_TESTABLE),
     "benchmark": (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_TESTABLE),
 }

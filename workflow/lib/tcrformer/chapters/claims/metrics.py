@@ -9,8 +9,12 @@ definition is written once:
 
     diverged         1 if held-out exact < DIVERGED_BELOW or a loss is not finite, else 0
     forgetting       exact at the shortest length minus exact at the longest
-    beam_net_wins    (strings where beam's output is more probable than greedy's, minus
-                     those where it is less) / strings
+    beam_net_wins    (strings where beam's output is preferred to greedy's, minus those where
+                     greedy's is) / strings, at the seed's first snapshot where greedy has
+                     room (v4_metrics: beam_outcomes, room_step); none without such a step
+    has_room         1 if some snapshot of the seed left greedy room, else 0 (the beam
+                     extra records that snapshot's step as beam_step)
+    beam_exact_gain  beam's exact fraction minus greedy's, at that step
     importance_rho   Spearman over the cross-attention heads: anti-diagonal mass against
                      the exact reversals lost when the head is zeroed (signed)
     residue_rho      the mean over decoder layers of the mean Spearman rho per residue step
@@ -19,15 +23,22 @@ definition is written once:
                      most important one, mean over residue steps (v4_metrics)
     mass_on_top      last decoder layer: the attention on the most important residue
     init_scale       mean |log2| of the step-0 sub-layers' output over input RMS
-    log2_excess      log2 of the eval-mode loss above the smoothing floor, the mean over
-                     the weight snapshots the arm's claims name (training.measures.eval_excess;
-                     a diverged snapshot counts as the uniform predictor); the paired
+    log2_excess      log2 of the eval-mode loss above the smoothing floor, averaged over the
+                     claim's snapshots (measured at each: training.measures.eval_excess; a
+                     diverged snapshot counts as the uniform predictor); the paired
                      difference of two arms' is the log2 ratio of their excesses
     initial_entropy  the encoder's self-attention entropy at step 0 (nats; low: spiky)
+    top_defined      last decoder layer: the share of residue steps whose largest
+                     importance is at least twice the second (v4_metrics)
+
+A by-step metric (log2_excess) has the value {step: number} over the snapshots the arm's
+claims name, and the claim that tests it reads it at its own `snapshots` (Metric.at_steps,
+the rule verdicts.AT_STEPS applies: log2 of the mean over them).
 
 A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
 extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
-or `report`, and Settings.extras_of asks for its extra on the claim's arms.
+or `report`, and Settings.extras_of asks for its extra on the claim's arms, at the snapshot
+steps those claims name (none: the trained model alone, at its last step).
 
 numpy and torch are imported inside the functions: the workflow asks Settings.extras_of
 when it reads the claims file, before any rule runs.
@@ -36,7 +47,7 @@ when it reads the claims file, before any rule runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,15 +86,33 @@ class ArmEvaluation:
 # The extras: what some arms' evaluations add --------------------------------------------------
 
 
-def beam(e: ArmEvaluation) -> None:
-    """Greedy against beam search on every held-out string, both outputs scored by one
+def at_steps(e: ArmEvaluation, steps: Sequence[int]) -> dict[int, Any]:
+    """{step: model} at the snapshot steps named, or the trained model at its last step."""
+    if not steps:
+        return {e.recipe.steps: e.model}
+    missing = sorted(set(steps) - set(e.snapshots))
+    if missing:
+        raise ValueError(f"arm {e.recipe.name}: no weight snapshot at steps {missing}")
+    return {step: e.snapshots[step] for step in steps}
+
+
+def beam(e: ArmEvaluation, steps: Sequence[int]) -> None:
+    """Greedy's exact fraction at each step; at the first with room (from greedy alone),
+    greedy against beam search on every held-out string, both outputs scored by one
     teacher-forced pass: wins, ties, losses, exact and mean log-probabilities."""
+    from tcrformer.chapters.claims.v4_metrics import room_step
     from tcrformer.training import measures
 
-    e.numbers.update(measures.beam_metrics(e.model, e.src, e.tgt, e.beam_width))
+    models = at_steps(e, steps)
+    greedy = {s: float(measures.exact_rows(m, e.src, e.tgt).float().mean())
+              for s, m in models.items()}  # fmt: skip
+    step = room_step(greedy)
+    e.numbers.update(greedy_by_step=greedy, beam_step=step)
+    if step is not None:
+        e.numbers.update(measures.beam_metrics(models[step], e.src, e.tgt, e.beam_width))
 
 
-def head_ablation(e: ArmEvaluation) -> None:
+def head_ablation(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """Every cross-attention head: its anti-diagonal mass, and the exact reversals lost when
     it is zeroed."""
     from tcrformer.training import measures
@@ -91,7 +120,7 @@ def head_ablation(e: ArmEvaluation) -> None:
     e.numbers["heads"] = measures.head_ablations(e.model, e.src, e.tgt)
 
 
-def attribution(e: ArmEvaluation) -> None:
+def attribution(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """Every decoder layer's cross-attention and the occlusion importance of each source
     residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; v3's
     rho by layer (reported)."""
@@ -103,7 +132,7 @@ def attribution(e: ArmEvaluation) -> None:
     e.numbers.update(rho_by_layer(attention, importance, src, tgt), replacements=REPLACEMENTS)
 
 
-def init(e: ArmEvaluation) -> None:
+def init(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """The seed's initial weights (step 0): each sub-layer's output RMS over its input RMS."""
     from tcrformer.training import measures
 
@@ -111,19 +140,19 @@ def init(e: ArmEvaluation) -> None:
     e.numbers["activation_ratios"] = measures.activation_ratios(e.recipe, src, tgt)
 
 
-def excess(e: ArmEvaluation) -> None:
-    """The eval-mode excess over the floor at each weight snapshot, on the first
-    EXCESS_STRINGS held-out strings."""
+def excess(e: ArmEvaluation, steps: Sequence[int]) -> None:
+    """The eval-mode excess over the floor at each step, on the first EXCESS_STRINGS
+    held-out strings."""
     from tcrformer.training import measures
 
     src, tgt = e.src[: measures.EXCESS_STRINGS], e.tgt[: measures.EXCESS_STRINGS]
     e.numbers["excess_by_step"] = {
         step: measures.eval_excess(model, src, tgt, e.recipe.label_smoothing)
-        for step, model in e.snapshots.items()
+        for step, model in at_steps(e, steps).items()
     }
 
 
-def entropy(e: ArmEvaluation) -> None:
+def entropy(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """The encoder's self-attention entropy at step 0 and after training (reported)."""
     from tcrformer.training import measures
 
@@ -133,7 +162,7 @@ def entropy(e: ArmEvaluation) -> None:
 
 
 # name -> what it adds, in the order an evaluation runs them
-EXTRAS: dict[str, Callable[[ArmEvaluation], None]] = {
+EXTRAS: dict[str, Callable[[ArmEvaluation, Sequence[int]], None]] = {
     "beam": beam,
     "importance": head_ablation,
     "attribution": attribution,
@@ -156,8 +185,20 @@ def forgetting(e: ArmEvaluation) -> float:
     return by_length[min(by_length)] - by_length[max(by_length)]
 
 
+def _at_room(e: ArmEvaluation, value: Callable[[dict], float]) -> float:
+    return math.nan if e.numbers["beam_step"] is None else value(e.numbers)
+
+
 def beam_net_wins(e: ArmEvaluation) -> float:
-    return (e.numbers["beam_wins"] - e.numbers["beam_losses"]) / len(e.src)
+    return _at_room(e, lambda n: (n["beam_wins"] - n["beam_losses"]) / len(e.src))
+
+
+def has_room(e: ArmEvaluation) -> float:
+    return float(e.numbers["beam_step"] is not None)
+
+
+def beam_exact_gain(e: ArmEvaluation) -> float:
+    return _at_room(e, lambda n: (n["beam_exact"] - n["greedy_exact"]) / len(e.src))
 
 
 def importance_rho(e: ArmEvaluation) -> float:
@@ -203,16 +244,18 @@ def step0_scale(e: ArmEvaluation) -> float:
     return measures.init_scale(e.numbers["activation_ratios"])
 
 
-def log2_excess(e: ArmEvaluation) -> float:
-    by_step = e.numbers["excess_by_step"]
-    if not by_step:
-        raise ValueError(f"arm {e.recipe.name}: log2_excess needs weight snapshots "
-                         "(the claim's test names no `snapshots`)")  # fmt: skip
-    return math.log2(sum(by_step.values()) / len(by_step))
+def log2_excess(e: ArmEvaluation) -> dict[int, float]:
+    return dict(e.numbers["excess_by_step"])  # log2 of their mean: verdicts.AT_STEPS
 
 
 def initial_entropy(e: ArmEvaluation) -> float:
     return e.numbers["initial_entropy"]
+
+
+def last_layer_top_defined(e: ArmEvaluation) -> float:
+    from tcrformer.chapters.claims import v4_metrics
+
+    return v4_metrics.top_defined(_last_layer_residue_steps(e)[1])
 
 
 @dataclass(frozen=True)
@@ -220,31 +263,46 @@ class Metric:
     """A per-arm number a claim can test or report: the function that computes it from an
     ArmEvaluation, and the extra (EXTRAS) that evaluation needs first, or None."""
 
-    compute: Callable[[ArmEvaluation], float]
+    compute: Callable[[ArmEvaluation], float | dict[int, float]]
     extra: str | None = None
+    at_steps: str | None = None  # a by-step metric: how a claim picks its steps (verdicts)
 
 
 METRICS: dict[str, Metric] = {
     "diverged": Metric(diverged),
     "forgetting": Metric(forgetting),
     "beam_net_wins": Metric(beam_net_wins, "beam"),
+    "has_room": Metric(has_room, "beam"),
+    "beam_exact_gain": Metric(beam_exact_gain, "beam"),
     "importance_rho": Metric(importance_rho, "importance"),
     "residue_rho": Metric(residue_rho, "attribution"),
     "top1_agreement": Metric(last_layer_top1, "attribution"),
     "mass_on_top": Metric(last_layer_mass_on_top, "attribution"),
     "init_scale": Metric(step0_scale, "init"),
-    "log2_excess": Metric(log2_excess, "snapshots"),
+    "log2_excess": Metric(log2_excess, "snapshots", at_steps="log2_mean"),
     "initial_entropy": Metric(initial_entropy, "entropy"),
+    "top_defined": Metric(last_layer_top_defined, "attribution"),
 }
 if not {m.extra for m in METRICS.values()} <= {None, *EXTRAS}:
     raise ImportError("metrics: a metric needs an extra that EXTRAS does not have")
 
 
-def extras_for(names: Iterable[str]) -> list[str]:
-    """The extras the registered metrics among `names` need, in EXTRAS' order (a name the
-    registry does not hold is measured for every arm, or not at all: it needs none)."""
-    needed = {METRICS[name].extra for name in names if name in METRICS}
-    return [extra for extra in EXTRAS if extra in needed]
+def extras_for(wanted: Iterable[tuple[str, Sequence[int]]]) -> dict[str, tuple[int, ...]]:
+    """{extra: snapshot steps} for the (metric, the claim's snapshot steps) an arm's claims
+    test or report: the extras their registered metrics need, in EXTRAS' order, each with
+    the steps any of those claims names (a name the registry does not hold is measured for
+    every arm, or not at all: it needs none)."""
+    steps: dict[str, set[int]] = {}
+    for name, snapshots in wanted:
+        extra = METRICS[name].extra if name in METRICS else None
+        if extra is not None:
+            steps.setdefault(extra, set()).update(snapshots)
+    return {extra: tuple(sorted(steps[extra])) for extra in EXTRAS if extra in steps}
+
+
+def stepped() -> dict[str, str]:
+    """{metric: its at_steps rule} of the by-step metrics (what verdicts.Measurements reads)."""
+    return {name: metric.at_steps for name, metric in METRICS.items() if metric.at_steps}
 
 
 def computable(extras: Iterable[str]) -> list[str]:

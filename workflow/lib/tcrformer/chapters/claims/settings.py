@@ -13,13 +13,21 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tcrformer.chapters.claims.kinds import BENCHMARKS, DIRECTIONS, KINDS, PRECONDITIONS, TESTS
-from tcrformer.chapters.claims.metrics import extras_for
+from tcrformer.chapters.claims.kinds import (
+    BENCHMARKS,
+    DIRECTIONS,
+    KINDS,
+    PRECONDITIONS,
+    TESTS,
+    VERDICTS,
+)
+from tcrformer.chapters.claims.metrics import METRICS, extras_for
 from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
 JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
 POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (tools/claims_power.py)
+TRAINED = ("experiment", "check")  # the kinds of claim whose arms are trained
 ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 
@@ -34,6 +42,7 @@ class Claim:
     criterion: str
     test: dict[str, Any]
     revision: str = ""  # what this version changed, and why
+    predicted: str = ""  # the verdict expected before the run (kinds.VERDICTS), registered
     precondition: tuple[dict[str, Any], ...] = ()  # manipulation checks (kinds.PRECONDITIONS)
 
     def arms(self) -> list[str]:
@@ -47,15 +56,32 @@ class Claim:
         return list(dict.fromkeys(names))
 
     def metrics(self) -> list[str]:
-        """The per-arm metrics the claim tests or reports beside its test."""
-        return [m for m in (self.test.get("metric"), *self.test.get("report", ())) if m]
+        """The per-arm metrics the claim tests, reports beside its test, or checks its
+        situation with."""
+        named = (self.test.get("metric"), *self.test.get("report", ()),
+                 *(check.get("metric") for check in self.precondition))  # fmt: skip
+        return list(dict.fromkeys(m for m in named if m))
 
-    def digest(self, recipes: Mapping[str, Recipe]) -> str:
-        """What a pre-registration fixes: the claim (all but its revision note) and the
-        recipes of the arms it reads (what trains them, but the seed and where it runs)."""
+    def digest(self, recipes: Mapping[str, Recipe], context: Mapping[str, Any] | None = None):
+        """What a pre-registration fixes: the claim (all but its revision note), the recipes
+        of the arms it reads (what trains them, but the seed and where it runs), and the
+        run's settings that decide it (`context`, Settings.decision_context)."""
         fixed = {k: v for k, v in asdict(self).items() if k != "revision"}
         fixed["arms"] = {arm: _experiment(recipes[arm]) for arm in self.arms()}
+        if context:
+            fixed["context"] = dict(context)
         return hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
+
+
+def _clamped(claim: Claim, arms: Mapping[str, Recipe], reduced: bool) -> Claim:
+    """A reduced run's claim, its snapshot steps clamped to the shortest of its arms' steps
+    (the shortened arms stop before the registered steps); any other claim as written."""
+    steps = claim.test.get("snapshots")
+    if not reduced or not isinstance(steps, list) or not claim.arms():
+        return claim
+    last = min(arms[a].steps for a in claim.arms() if a in arms)
+    test = {**claim.test, "snapshots": sorted({min(s, last) for s in steps})}
+    return Claim(**{**asdict(claim), "test": test})
 
 
 def _experiment(recipe: Recipe) -> dict[str, Any]:
@@ -86,7 +112,6 @@ class Settings:
     check_seeds: tuple[int, ...]
     reduced: bool
     alpha: float
-    flips: int
     eval_n: int
     beam_width: int
     eval_seed_per_seed: int | None  # seed s evaluated on eval_seed this + s (None: the arm's)
@@ -132,7 +157,6 @@ class Settings:
             check_seeds=tuple(section.get("check_seeds") or section["seeds"]),
             reduced=bool(section["reduced"]),
             alpha=float(section.get("alpha", 0.05)),
-            flips=int(section.get("flips", 20000)),
             eval_n=section["eval_n"],
             beam_width=section["beam_width"],
             eval_seed_per_seed=section.get("eval_seed_per_seed"),
@@ -142,7 +166,11 @@ class Settings:
             arms=arms,
             sweeps=sweeps,
             claims=tuple(
-                Claim(**{**raw, "precondition": tuple(raw.get("precondition") or ())})
+                _clamped(
+                    Claim(**{**raw, "precondition": tuple(raw.get("precondition") or ())}),
+                    arms,
+                    bool(section["reduced"]),
+                )  # fmt: skip
                 for raw in section["list"]
             ),
         )
@@ -163,11 +191,15 @@ class Settings:
                 raise ConfigError(
                     f"{where}.test.effect", effect, f"a {claim.kind} tests one of {allowed}"
                 )
+            if claim.predicted and claim.predicted not in VERDICTS[claim.kind]:
+                raise ConfigError(f"{where}.predicted", claim.predicted,
+                                  f"must be one of {', '.join(VERDICTS[claim.kind])}")  # fmt: skip
             if claim.kind == "experiment" and claim.test.get("direction") not in DIRECTIONS:
                 raise ConfigError(
                     f"{where}.test.direction", claim.test.get("direction"),
                     f"must be one of {', '.join(DIRECTIONS)}",
                 )  # fmt: skip
+            self._check_seeds_and_steps(claim, where)
             for arm in claim.arms():
                 if arm not in self.arms:
                     raise ConfigError(
@@ -189,6 +221,21 @@ class Settings:
                     raise ConfigError(f"claims.sweeps.{name}", arm, "names no arm of claims.arms")
         if "baseline" not in self.arms:
             raise ConfigError("claims.arms", sorted(self.arms), "needs a baseline arm")
+
+    def _check_seeds_and_steps(self, claim: Claim, where: str) -> None:
+        """A test's seed count is at least 2; a by-step metric needs the test's snapshots."""
+        count = claim.test.get("seeds")
+        if count is not None and (not isinstance(count, int) or count < 2):
+            raise ConfigError(f"{where}.test.seeds", count, "a count of seeds, at least 2")
+        stepped = [m for m in claim.metrics() if m in METRICS and METRICS[m].at_steps]
+        steps = claim.test.get("snapshots")
+        if stepped and not steps:
+            problem = f"{stepped[0]} is measured at weight snapshots: name their steps"
+            raise ConfigError(f"{where}.test.snapshots", steps, problem)
+        if steps is not None and (
+            not isinstance(steps, list) or not all(isinstance(x, int) and x > 0 for x in steps)
+        ):
+            raise ConfigError(f"{where}.test.snapshots", steps, "a list of training steps")
 
     def recipe(self, arm: str, seed: int) -> Recipe:
         """The arm's recipe for one seed, named after the arm (its folder); with
@@ -212,23 +259,26 @@ class Settings:
         return next((s for s in self.sweeps.values() if arm in s.arms), None)
 
     def used_arms(self) -> list[str]:
-        """The arms some claim reads, or some sweep sets or may train, in the order of
-        claims.arms (a sweep's extensions are trained only when its choice asks for them)."""
-        used = {arm for claim in self.claims for arm in claim.arms()} | {"baseline"}
+        """The arms some claim trains (a benchmark times its arms' recipes, and trains none),
+        or some sweep sets or may train, in the order of claims.arms (a sweep's extensions
+        are trained only when its choice asks for them)."""
+        used = {arm for c in self.claims if c.kind in TRAINED for arm in c.arms()} | {"baseline"}
         for sweep in self.sweeps.values():
             used |= {*sweep.arms, *sweep.candidates}
         return [arm for arm in self.arms if arm in used]
 
     def seeds_of(self, arm: str) -> tuple[int, ...]:
         """A sweep's candidates run the sweep's seeds; an arm that only checks read, the
-        check seeds; every other arm claims.seeds."""
+        check seeds; every other arm the leading claims.seeds, as many as the claims reading
+        it ask (their test's `seeds`; default all)."""
         for sweep in self.sweeps.values():
             if arm in sweep.every_candidate:
                 return sweep.seeds
-        readers = {c.kind for c in self.claims if arm in c.arms()}
-        if readers == {"check"}:
+        readers = [c for c in self.claims if arm in c.arms() and c.kind in TRAINED]
+        if readers and all(c.kind == "check" for c in readers):
             return self.check_seeds
-        return self.seeds
+        counts = [c.test.get("seeds", len(self.seeds)) for c in readers if c.kind != "check"]
+        return self.seeds[: max(counts, default=len(self.seeds))]
 
     def claim(self, claim_id: str) -> Claim:
         """The claim of this id."""
@@ -241,16 +291,28 @@ class Settings:
         """The arms of the claims that test this metric or report it beside their own."""
         return sorted({a for c in self.claims if metric in c.metrics() for a in c.arms()})
 
-    def extras_of(self, arm: str) -> list[str]:
-        """What this arm's evaluation adds (metrics.EXTRAS) for the metrics that the claims
-        reading it test or report."""
-        return extras_for({m for c in self.claims if arm in c.arms() for m in c.metrics()})
+    def extras_of(self, arm: str) -> dict[str, tuple[int, ...]]:
+        """What this arm's evaluation adds (metrics.EXTRAS), each at the snapshot steps named
+        by the claims reading the arm whose metrics need it."""
+        return extras_for(
+            (m, c.test.get("snapshots", ())) for c in self.claims if arm in c.arms()
+            for m in c.metrics()
+        )  # fmt: skip
 
     def benchmarked_by(self, rule: str) -> list[str]:
         """The claims whose test reads a job of this benchmark rule of their own
         (kinds.BENCHMARKS), by id."""
         return [c.id for c in self.claims if BENCHMARKS.get(c.test.get("effect")) == rule]
 
+    def decision_context(self, claim: Claim) -> dict[str, Any]:
+        """The settings outside the claim that decide its verdict: the family's alpha, the
+        evaluation (strings, their seeds, the beam's width) and the seeds each arm trains."""
+        return {
+            "alpha": self.alpha, "eval_n": self.eval_n, "beam_width": self.beam_width,
+            "eval_seed_per_seed": self.eval_seed_per_seed,
+            "seeds": {arm: list(self.seeds_of(arm)) for arm in claim.arms()},
+        }  # fmt: skip
+
     def registration(self) -> dict[str, str]:
         """{claim id: digest}: what a registration before training fixes."""
-        return {claim.id: claim.digest(self.arms) for claim in self.claims}
+        return {c.id: c.digest(self.arms, self.decision_context(c)) for c in self.claims}

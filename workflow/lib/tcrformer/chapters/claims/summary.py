@@ -19,14 +19,15 @@ CHANGED = "CHANGED after registration"
 CODE_CHANGED = "decision code CHANGED after registration"
 
 
-def registration_mark(claim, registration: Mapping[str, Any], recipes, code=None) -> str:
+def registration_mark(claim, registration: Mapping[str, Any], recipes, code=None,
+                      context=None) -> str:  # fmt: skip
     """Whether a claim, the arms it reads and the code that decides it are what was
     registered before training (`code`: {claim id: sha256} of this checkout's decision
     code, compute.decision_code_digest; a registration of v1-v3, keyed by file, differs)."""
     registered = (registration or {}).get("claims", {})
     if claim.id not in registered:
         return "not registered"
-    if registered[claim.id] != claim.digest(recipes):
+    if registered[claim.id] != claim.digest(recipes, context):
         return CHANGED
     decided_by = (registration or {}).get("decision_code")
     if code is not None and decided_by is not None and decided_by.get(claim.id) != code[claim.id]:
@@ -65,6 +66,11 @@ def table_rows(settings, decisions, registration, plan=None, code=None) -> list[
             "margin": found.margin if found else math.nan,
             "direction": found.direction if found else "",
             "p_value": found.p_value if found else math.nan,
+            "method": found.method if found else "",
+            "monte_carlo_error": found.monte_carlo_error if found else math.nan,
+            "secondary": found.secondary if found else "",
+            "secondary_p": found.secondary_p if found else math.nan,
+            "disagree": bool(found.disagree) if found else False,
             "holm": decision.adjusted,
             "seeds": found.seeds[0] if found else math.nan,
             "seeds_planned": planned.get(claim.id, {}).get("seeds", math.nan),
@@ -72,7 +78,8 @@ def table_rows(settings, decisions, registration, plan=None, code=None) -> list[
             "precondition": decision.precondition,
             "measured": decision.measured,
             "verdict": decision.verdict,
-            "registered": registration_mark(claim, registration, settings.arms, code),
+            "registered": registration_mark(claim, registration, settings.arms, code,
+                                            settings.decision_context(claim)),
         })  # fmt: skip
     return rows
 
@@ -85,21 +92,39 @@ def _interval(low: float, high: float) -> str:
     return "—" if math.isnan(low) else f"{low:.3g} to {high:.3g}"
 
 
+def _p_cell(r) -> str:
+    """'0.0039 (lattice)'; a Monte Carlo p with its standard error."""
+    if not r.method:
+        return _number(r.p_value)
+    error = f" ± {r.monte_carlo_error:.1g}" if r.monte_carlo_error else ""
+    return f"{_number(r.p_value)}{error} ({r.method.replace('_', ' ')})"
+
+
+def _beside(r) -> str:
+    """The secondary test's p-value: 't-test 0.004', with ≠ where it differs at Holm."""
+    if not r.secondary:
+        return "—"
+    return f"{r.secondary.split(' ')[0]} {_number(r.secondary_p)}{' ≠' if r.disagree else ''}"
+
+
 def claims_markdown(
     table: pd.DataFrame, settings, registration: Mapping[str, Any], sweeps: Mapping[str, Any]
 ) -> str:
     family = int(table["holm"].sum())
     lines = [
-        "# Claims: what the seeds say, tested (protocol version 3)",
+        "# Claims: what the seeds say, tested (protocol version 4)",
         "",
         f"Experiment arms ran {len(settings.seeds)} seeds, arms only checks read "
         f"{len(settings.check_seeds)}. Every criterion and the decision code were registered "
         f"(`registration.json`, claims file sha256 "
         f"`{(registration or {}).get('claims_file_sha256', '?')[:12]}…`) before the first arm "
         "trained, and are evaluated by code. A claim whose manipulation check fails is NOT "
-        "TESTABLE HERE. Experiments: per-seed paired values, exact sign-flip tests against "
-        f"each margin, Holm at alpha {settings.alpha:g} over the {family} experiments testable "
-        "here; intervals by inverting the same test, at 95 % and at each claim's Holm level.",
+        "TESTABLE HERE. Experiments: per-seed paired values, exact tests against each margin "
+        "(the sign-flip test, or the exact unconditional test of paired binary outcomes), Holm "
+        f"at alpha {settings.alpha:g} over the {family} experiments testable here; intervals by "
+        "inverting the same test, at 95 % and at each claim's Holm level. Beside each, a "
+        "secondary test (a t-test; McNemar's at margin 0); ≠ marks a t-test that differs on "
+        "rejection at the Holm level.",
         "",
     ]
     if settings.reduced:
@@ -117,8 +142,8 @@ def claims_markdown(
         for kind, group in table.groupby("kind", sort=False)
     )
     lines += [f"Verdicts by kind: {counts}.", ""]
-    header = ["id", "claim", "effect", "95 % CI", "Holm-level CI", "margin", "p", "seeds",
-              "verdict"]  # fmt: skip
+    header = ["id", "claim", "effect", "95 % CI", "Holm-level CI", "margin", "p (test)",
+              "beside", "seeds", "verdict"]  # fmt: skip
     for kind, title in KIND_TITLES.items():
         rows = table[table["kind"] == kind]
         if not len(rows):
@@ -131,8 +156,8 @@ def claims_markdown(
             if not math.isnan(r.seeds_planned):
                 seeds += f" (plan {r.seeds_planned:g})"
             cells = [f"`{r.id}`", r.claim, _number(r.estimate), _interval(r.ci_low, r.ci_high),
-                     _interval(r.holm_ci_low, r.holm_ci_high), margin, _number(r.p_value), seeds,
-                     f"**{r.verdict}**{mark}"]  # fmt: skip
+                     _interval(r.holm_ci_low, r.holm_ci_high), margin, _p_cell(r), _beside(r),
+                     seeds, f"**{r.verdict}**{mark}"]  # fmt: skip
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         lines += ["", "Measured (regime; manipulation check; numbers):", ""]
         for r in rows.itertuples(index=False):
@@ -172,6 +197,12 @@ def pooled_bins(seeds: Sequence[Mapping[str, Any]]) -> list[list[float]]:
     count = bins[..., 0].sum(0)
     weighted = (bins[..., 1:] * bins[..., :1]).sum(0) / np.maximum(count, 1)[:, None]
     return np.column_stack([count, weighted]).tolist()
+
+
+def _median_of(seeds: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """The median over the seeds that have the value (None where none has)."""
+    values = [s[key] for s in seeds if s.get(key) is not None]
+    return float(np.median(values)) if values else None
 
 
 def figure_data(settings, metrics, histories, analytic_results, benchmarks, table):
@@ -216,25 +247,23 @@ def figure_data(settings, metrics, histories, analytic_results, benchmarks, tabl
             for arm in arms_of("stress_damage")
         },
         "calibration": {arm: pooled_bins(metrics[arm]) for arm in arms_of("overconfidence")},
-        "heads": [
-            {**h, "seed": seed}
-            for arm in arms_of("importance_rho")
-            for seed, s in zip(settings.seeds_of(arm), metrics[arm], strict=True)
-            for h in s.get("heads", [])
-        ],  # fmt: skip
+        "top1_agreement": {
+            arm: [s.get("top1_agreement") for s in metrics[arm]]
+            for arm in arms_of("top1_agreement")
+        },  # fmt: skip
         "residue_rho": {
             arm: [s.get("residue_rho") for s in metrics[arm]] for arm in arms_of("residue_rho")
         },
-        "exact_by_length": {
-            arm: {
-                str(n): float(np.median([s["exact_by_length"][n] for s in metrics[arm]]))
-                for n in metrics[arm][0]["exact_by_length"]
-            }
-            for arm in arms_of("forgetting")
+        "greedy_by_step": {
+            arm: [s.get("greedy_by_step", {}) for s in metrics[arm]]
+            for arm in arms_of("beam_net_wins")
+        },  # fmt: skip
+        "beam_step": {
+            arm: [s.get("beam_step") for s in metrics[arm]] for arm in arms_of("beam_net_wins")
         },  # fmt: skip
         "beam": {
             arm: {
-                k: float(np.median([s[k] for s in metrics[arm]]))
+                k: _median_of(metrics[arm], k)
                 for k in ("beam_wins", "beam_ties", "beam_losses", "beam_net_wins")
             }
             for arm in arms_of("beam_net_wins")

@@ -11,12 +11,17 @@ residue), over its n source residues j:
 the chance that the most-attended residue is the most important one, both ties broken at
 random. Rows whose largest importance is below `min_importance` have no residue that
 matters and are left out. The seed's value is the mean over the rows used. Beside it:
-mass_on_top, the attention on I_r (shared evenly among ties).
+mass_on_top, the attention on I_r (shared evenly among ties). The claim's manipulation
+check, top_defined: the share of residue steps whose largest importance is at least twice
+the second.
 
-Beam, net wins. Per string: a win when beam's output is more probable than greedy's (one
-teacher-forced score for both), a loss when less, a tie when the outputs agree through
-<eos> or score alike. The seed's value is (wins - losses) / strings, at the first weight
-snapshot where greedy has room (snapshot_with_room).
+Beam, net wins. Per string: a tie when the outputs agree through <eos> or score alike;
+otherwise an output that never wrote <eos> loses to one that did (a cut-off output's score
+lacks the <eos> term), and between two finished (or two unfinished) outputs the more
+probable wins (one teacher-forced score for both). The seed's value is (wins - losses) /
+strings, at the seed's own first weight snapshot where greedy has room (room_step: greedy
+exact in GREEDY_ROOM, chosen from greedy alone, before beam runs); a seed without one has
+no value.
 """
 
 from __future__ import annotations
@@ -59,28 +64,43 @@ def mass_on_top(attention, importance, min_importance: float = MIN_IMPORTANCE) -
     return float(((attention[used] * tops).sum(-1) / tops.sum(-1)).mean())
 
 
-def beam_outcomes(greedy_logprob, beam_logprob, same_output) -> dict[str, float]:
-    """Wins, ties and losses of beam against greedy over strings, and the net wins."""
+TOP_RATIO = 2.0  # a residue step's top is defined when its importance is this x the second's
+
+
+def top_defined(importance, min_importance: float = MIN_IMPORTANCE) -> float:
+    """The share of residue steps (rows of importance, (rows, n)) with one residue that
+    matters: the largest importance at least MIN_IMPORTANCE and TOP_RATIO times the second
+    largest (the attention claim's manipulation check: a top to agree with)."""
+    importance = np.sort(np.asarray(importance, float), axis=-1)
+    top, second = importance[:, -1], importance[:, -2]
+    return float(np.mean((top >= min_importance) & (top >= TOP_RATIO * second)))
+
+
+def beam_outcomes(greedy_logprob, beam_logprob, same_output, greedy_finished=None,
+                  beam_finished=None) -> dict[str, float]:  # fmt: skip
+    """Wins, ties and losses of beam against greedy over strings, and the net wins; an
+    output that wrote no <eos> (`*_finished` False; default: every output finished) loses
+    to one that did."""
     greedy, beam = np.asarray(greedy_logprob, float), np.asarray(beam_logprob, float)
-    tie = np.asarray(same_output, bool) | (beam == greedy)
-    wins, losses = int((~tie & (beam > greedy)).sum()), int((~tie & (beam < greedy)).sum())
+    done_g = np.ones(greedy.size, bool) if greedy_finished is None else np.asarray(greedy_finished)
+    done_b = np.ones(beam.size, bool) if beam_finished is None else np.asarray(beam_finished)
+    tie = np.asarray(same_output, bool) | ((beam == greedy) & (done_b == done_g))
+    better = np.where(done_b == done_g, beam > greedy, done_b)  # beam's output preferred
+    wins, losses = int((~tie & better).sum()), int((~tie & ~better).sum())
     return {"wins": wins, "ties": int(tie.sum()), "losses": losses,
             "net_wins": (wins - losses) / greedy.size}  # fmt: skip
 
 
-GREEDY_ROOM = (0.2, 0.9)  # greedy exact, median over seeds: a model with room for beam
+GREEDY_ROOM = (0.2, 0.9)  # greedy exact fraction of a seed's snapshot with room for beam
 
 
-def snapshot_with_room(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | None:
-    """The beam claim's snapshot: the first step, in step order, whose median greedy exact
-    fraction over the seeds lies in `room` (ends included); None when none does (NOT
-    TESTABLE HERE). `greedy_exact` is {step: per-seed fractions}: greedy alone, so the
-    choice is made before any beam output is read."""
+def room_step(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | None:
+    """A seed's beam snapshot: the first step, in step order, whose greedy exact fraction
+    lies in `room` (ends included); None when none does. `greedy_exact` is {step: fraction}:
+    greedy alone, so the choice is made before any beam output is read."""
     low, high = room
-    for step in sorted(greedy_exact):
-        if low <= float(np.median(greedy_exact[step])) <= high:
-            return step
-    return None
+    return next((step for step in sorted(greedy_exact) if low <= greedy_exact[step] <= high),
+                None)  # fmt: skip
 
 
 def verdict_alone(d, margin: float, direction: str, alpha: float = 0.05) -> str:

@@ -12,8 +12,11 @@ The inputs are the measurements the claims chapter made:
 First each claim's manipulation checks (PRECONDITIONS): did the situation the claim speaks
 of occur here? A claim whose check fails is NOT TESTABLE HERE, whatever its numbers. The
 other experiments are decided together by protocol.py: their paired effects first, then one
-Holm family. Analytic claims, checks and benchmarks each have an evaluator here, of the name
-their test's `effect` gives (EVALUATORS, by kind).
+Holm family. An experiment uses the leading `seeds` (its test's count, default all) of the
+seeds its arms share. A by-step metric (metrics.Metric.at_steps) is read at the claim's
+`snapshots` by the rule AT_STEPS names (log2 of the mean over them). Analytic claims,
+checks and benchmarks each have an evaluator here, of the name their test's `effect` gives
+(EVALUATORS, by kind).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ class Measurements:
     seeds: Mapping[str, Sequence[int]] = field(default_factory=dict)  # arm -> its seeds
     sweeps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> choice
     benchmark: Mapping[str, Any] = field(default_factory=dict)  # the judged claim's (for_claim)
+    # metric -> how a claim reads it at its snapshots, for the by-step metrics (AT_STEPS;
+    # metrics.stepped(): the registry itself is each claim's own decision code)
+    at_steps: Mapping[str, str] = field(default_factory=dict)
 
     def for_claim(self, claim_id: str) -> Measurements:
         """What one claim is judged on: these measurements, with its own benchmark's."""
@@ -66,6 +72,14 @@ class Measurements:
             dtype=float,
         )
 
+    def by_step(self, arm: str, metric: str, seeds: Sequence[int]) -> dict[int, np.ndarray]:
+        """A by-step metric: {step: one number per seed of `seeds`} (None as NaN)."""
+        by_seed = dict(zip(self.seeds_of(arm), self.arms[arm], strict=True))
+        rows = [{int(step): v for step, v in (by_seed[s].get(metric) or {}).items()} for s in seeds]
+        steps = sorted(set().union(*rows)) if rows else []
+        return {step: np.array([math.nan if r.get(step) is None else r[step] for r in rows],
+                               dtype=float) for step in steps}  # fmt: skip
+
 
 def _spread(x: np.ndarray) -> str:
     """'median (min–max)' over seeds."""
@@ -83,23 +97,50 @@ def _names(value) -> list[str]:
 
 
 def shared_seeds(test: Mapping[str, Any], m: Measurements) -> list[int]:
-    """The seeds every arm of the test ran: what pairs them."""
+    """The seeds every arm of the test ran, in order, the leading `seeds` of them when the
+    test names a count: what pairs the arms."""
     arms = [a for role in ("arm", "reference") if role in test for a in _names(test[role])]
     common = set(m.seeds_of(arms[0])).intersection(*(m.seeds_of(a) for a in arms[1:]))
-    return sorted(common)
+    ordered = [s for s in m.seeds_of(arms[0]) if s in common]
+    return ordered[: test.get("seeds", len(ordered))]
+
+
+# By-step metrics: the steps of the claim's `snapshots` a value is read at -------------------
+
+
+def _log2_mean_over_steps(test, m: Measurements, arm: str, metric: str, seeds) -> np.ndarray:
+    by_step = m.by_step(arm, metric, seeds)
+    return np.log2(np.mean([by_step[step] for step in test["snapshots"]], axis=0))
+
+
+AT_STEPS: dict[str, Callable] = {"log2_mean": _log2_mean_over_steps}
+
+
+def arm_values(test: Mapping[str, Any], m: Measurements, arm: str, metric: str, seeds):
+    """One number per seed of `seeds`: a by-step metric read at the test's snapshots."""
+    rule = m.at_steps.get(metric)
+    if rule is None:
+        return m.values(arm, metric, seeds)
+    if not test.get("snapshots"):
+        raise ValueError(f"{metric} is measured at weight snapshots: the test names none")
+    return AT_STEPS[rule](test, m, arm, metric, seeds)
 
 
 def per_seed(test: Mapping[str, Any], m: Measurements, role: str, seeds) -> np.ndarray:
     """The test's metric for one role (arm or reference), one number per seed of `seeds`;
-    several arms (a sweep of rates) give each seed the mean over them."""
-    return np.mean([m.values(arm, test["metric"], seeds) for arm in _names(test[role])], axis=0)
+    several arms give each seed the mean over them."""
+    names = _names(test[role])
+    return np.mean([arm_values(test, m, arm, test["metric"], seeds) for arm in names], axis=0)
 
 
-def experiment_effect(test: Mapping[str, Any], m: Measurements, flips: int):
+# Experiments: one number per seed, the arms paired by seed ------------------------------------
+
+
+def experiment_effect(test: Mapping[str, Any], m: Measurements):
     roles = ("arm", "reference") if "reference" in test else ("arm",)
     seeds = shared_seeds(test, m)
     samples = [per_seed(test, m, role, seeds) for role in roles]
-    found = protocol.effect(test["effect"], samples, test["margin"], test["direction"], flips)
+    found = protocol.effect(test["effect"], samples, test["margin"], test["direction"])
     return found, samples
 
 
@@ -107,24 +148,47 @@ def experiment_sentence(test: Mapping[str, Any], samples, found, m: Measurements
     names = ["+".join(_names(test[r])) for r in ("arm", "reference") if r in test]
     parts = [f"{name} {_spread(s)}" for name, s in zip(names, samples, strict=True)]
     text = f"{test['metric']} per seed: {' vs '.join(parts)}; effect {protocol.effect_text(found)}"
+    arm, seeds = _names(test["arm"])[0], shared_seeds(test, m)
     for metric in test.get("report", ()):  # reported beside the test, never tested
-        arm = _names(test["arm"])[0]
-        text += f"; {metric} (post hoc, signed) {_spread(m.values(arm, metric))}"
+        values = arm_values(test, m, arm, metric, seeds)
+        text += f"; {metric} (reported, {_names(test['arm'])[0]}) {_spread(values)}"
     return text
 
 
 # Manipulation checks: did the claim's situation occur here? -----------------------------------
 
 
-def _converged(check, m: Measurements) -> tuple[bool, str]:
+def _medians(check, m: Measurements, metric: str, test) -> dict[str, float]:
+    """Each named arm's median of a metric over the test's seeds that the arm ran (all of
+    the arm's seeds when the test names no arm)."""
+    used = shared_seeds(test, m) if test.get("arm") else None
+    medians = {}
+    for arm in check["arms"]:
+        seeds = None if used is None else [s for s in used if s in m.seeds_of(arm)]
+        medians[arm] = float(np.nanmedian(m.values(arm, metric, seeds or None)))
+    return medians
+
+
+def _converged(check, m: Measurements, test) -> tuple[bool, str]:
     """Every named arm's median held-out exact (fraction) is at least `at_least`."""
-    medians = {arm: float(np.nanmedian(m.values(arm, "heldout_fraction"))) for arm in check["arms"]}
+    return _median_at_least({**check, "metric": "heldout_fraction"}, m, test)
+
+
+def _median_at_least(check, m: Measurements, test) -> tuple[bool, str]:
+    """Every named arm's median `metric` over the claim's seeds is at least `at_least`."""
+    medians = _medians(check, m, check["metric"], test)
     ok = all(v >= check["at_least"] for v in medians.values())
     parts = ", ".join(f"{arm} {v:.3g}" for arm, v in medians.items())
-    return ok, f"median held-out exact {parts} (needs >= {check['at_least']:g})"
+    return ok, f"median {check['metric']} {parts} (needs >= {check['at_least']:g})"
 
 
-def _plateau(check, m: Measurements) -> tuple[bool, str]:
+def _by_design(check, *_) -> tuple[bool, str]:
+    """Never met: the registered design cannot tell the claim's answers apart (`reason`);
+    the effect is measured and shown, outside the Holm family."""
+    return False, f"by design: {check['reason']}"
+
+
+def _plateau(check, m: Measurements, *_) -> tuple[bool, str]:
     """Every named arm's loss fell by less than `below` over its last window (median)."""
     drops = {arm: float(np.nanmedian(m.values(arm, "plateau_drop"))) for arm in check["arms"]}
     ok = all(np.isfinite(v) and v < check["below"] for v in drops.values())
@@ -135,7 +199,7 @@ def _plateau(check, m: Measurements) -> tuple[bool, str]:
     )
 
 
-def _blowup(check, m: Measurements) -> tuple[bool, str]:
+def _blowup(check, m: Measurements, *_) -> tuple[bool, str]:
     """The bad batch reached the gradient and did harm in the named (unclipped) arm."""
     arm = check["arm"]
     damage = float(np.nanmedian(m.values(arm, "stress_damage")))
@@ -148,7 +212,7 @@ def _blowup(check, m: Measurements) -> tuple[bool, str]:
     )
 
 
-def _parallelism(check, m: Measurements) -> tuple[bool, str]:
+def _parallelism(check, m: Measurements, *_) -> tuple[bool, str]:
     """The Transformer gains at least `at_least` from the benchmark's threads."""
     gain, threads = float(m.benchmark["parallel_speedup"]), int(m.benchmark["threads"])
     ok = threads >= 2 and gain >= check["at_least"]
@@ -159,7 +223,7 @@ def _parallelism(check, m: Measurements) -> tuple[bool, str]:
     )
 
 
-def _sweep_interior(check, m: Measurements) -> tuple[bool, str]:
+def _sweep_interior(check, m: Measurements, *_) -> tuple[bool, str]:
     """The sweep's best candidate is not at an edge of what it trained."""
     choice = m.sweeps[check["sweep"]]
     where = "at the grid's edge" if choice["at_edge"] else "inside the grid"
@@ -170,6 +234,8 @@ def _sweep_interior(check, m: Measurements) -> tuple[bool, str]:
 
 PRECONDITIONS: dict[str, Callable] = {
     "converged": _converged,
+    "median_at_least": _median_at_least,
+    "by_design": _by_design,
     "plateau": _plateau,
     "blowup": _blowup,
     "parallelism": _parallelism,
@@ -181,7 +247,7 @@ if set(PRECONDITIONS) != set(KIND_PRECONDITIONS):
 
 def precondition_met(claim, m: Measurements) -> tuple[bool, str]:
     """All of the claim's manipulation checks, and what each found."""
-    found = [PRECONDITIONS[check["check"]](check, m) for check in claim.precondition]
+    found = [PRECONDITIONS[check["check"]](check, m, claim.test) for check in claim.precondition]
     met = all(ok for ok, _ in found)
     text = "; ".join(text for _, text in found)
     return met, ("met: " if met else "not met: ") + text if found else ""
@@ -297,7 +363,7 @@ def judge_all(settings, m: Measurements) -> dict[str, protocol.Decision]:
         seen = m.for_claim(claim.id)
         met, situation = precondition_met(claim, seen)
         if claim.kind == "experiment":
-            found, samples[claim.id] = experiment_effect(claim.test, m, settings.flips)
+            found, samples[claim.id] = experiment_effect(claim.test, m)
             decisions[claim.id] = protocol.Decision(NOT_TESTABLE, "", found, adjusted=met,
                                                     precondition=situation)  # fmt: skip
             if met:
