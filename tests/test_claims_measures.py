@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 
+from tcrformer.chapters.claims import protocol
+from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
 from tcrformer.training import measures
 from tcrformer.training.checkpoints import snapshot_path
 from tcrformer.training.data import PAD, VOCAB_SIZE
@@ -137,3 +139,136 @@ def test_a_claim_job_measures_the_excess_at_its_snapshots_and_keeps_no_weights(t
     assert not list(tmp_path.rglob("*.safetensors"))  # measured, then removed
     with pytest.raises(ConfigError, match="snapshot_steps"):
         tiny(snapshot_steps=(9,))
+
+
+# Controls of log2_excess through the real measure and the real decision rule ----------------
+#
+# Six seeds of a 1-layer model on short strings, 240 steps each (under 2 s a seed on one
+# core), kept at weight snapshots as a claim job keeps them. The stall (positive control):
+# each seed's weights frozen at step FROZEN, read at the claim's snapshot steps, against the
+# same seed trained on; its excess is 2.4-2.8 times the trained one's, its plain loss under
+# twice (the floor, 0.61, is most of the trained loss). No stall (negative control): each
+# seed's trained weights against the next seed's, the same recipe twice, on the first
+# seed's strings (a seed's arms share them). Both are judged as sqrt_dk (above 1) and as
+# pre_ln_warmup (non-inferiority, below 0.5): verdicts.experiment_effect reads log2_excess
+# by metrics.stepped()'s rule, protocol.decide decides it as a family of one.
+
+CONTROL_SEEDS = range(6)
+CONTROL_SNAPSHOTS = [220, 240]
+FROZEN = 60
+LEARNS = dict(d_model=32, num_heads=2, d_ff=64, num_layers=1, cross_attention_layer=1,
+              min_len=3, max_len=6, cdr3="CASS", steps=240, batch_size=32, schedule="linear",
+              peak_lr=5e-3, warmup=10, dropout=0.0, checkpoint_every=240, log_every=240,
+              report_every=240, eval_n=measures.EXCESS_STRINGS,
+              snapshot_steps=(FROZEN, *CONTROL_SNAPSHOTS))  # fmt: skip
+STALL = {"effect": "paired_difference", "metric": "log2_excess", "arm": "stalled",
+         "reference": "trained", "margin": 1.0, "direction": "greater",
+         "snapshots": CONTROL_SNAPSHOTS}  # sqrt_dk's form  # fmt: skip
+NON_INFERIOR = {**STALL, "margin": 0.5, "direction": "less"}  # pre_ln_warmup's form
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    """Per seed: (recipe, its held-out strings, {snapshot step: weights})."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)  # each recipe seeds itself; this pins anything else
+    runs = []
+    for seed in CONTROL_SEEDS:
+        recipe = tiny(**LEARNS, seed=seed, eval_seed=6000 + seed)
+        where = tmp_path_factory.mktemp(f"learned{seed}")
+        train(recipe, checkpoint_dir=where, threads=1)
+        runs.append(
+            (recipe, measures.heldout(recipe), dict(measures.snapshot_models(recipe, where)))
+        )
+    return runs
+
+
+def excess_at(models: dict, run) -> dict[int, float]:
+    """{step: eval_excess} of `models` ({step: weights}) on `run`'s held-out strings."""
+    recipe, (src, tgt), _ = run
+    return {step: measures.eval_excess(model, src, tgt, recipe.label_smoothing)
+            for step, model in models.items()}  # fmt: skip
+
+
+def trained(run) -> dict:
+    return {step: run[2][step] for step in CONTROL_SNAPSHOTS}
+
+
+def stall_arms(runs) -> dict[str, list[dict[int, float]]]:
+    """Each seed's weights frozen at step FROZEN, and the same seed's trained on."""
+    return {
+        "stalled": [excess_at({s: run[2][FROZEN] for s in CONTROL_SNAPSHOTS}, run) for run in runs],
+        "trained": [excess_at(trained(run), run) for run in runs],
+    }
+
+
+def same_recipe_arms(runs) -> dict[str, list[dict[int, float]]]:
+    """Each seed's trained weights, and the next seed's in their place: no stall."""
+    others = runs[1:] + runs[:1]
+    return {
+        "stalled": [
+            excess_at(trained(other), run) for run, other in zip(runs, others, strict=True)
+        ],
+        "trained": [excess_at(trained(run), run) for run in runs],
+    }
+
+
+def judged(arms: dict[str, list[dict[int, float]]], test) -> tuple[str, protocol.Effect]:
+    """The verdict of `test` on per-seed excesses by step, as the claims chapter reaches it."""
+    from tcrformer.chapters.claims import metrics, verdicts
+
+    per_seed = {arm: [{"log2_excess": by_step} for by_step in seeds]
+                for arm, seeds in arms.items()}  # fmt: skip
+    m = verdicts.Measurements(per_seed, {}, {}, measures.EXCESS_STRINGS, at_steps=metrics.stepped())
+    found, _ = verdicts.experiment_effect(test, m)
+    return protocol.decide({"control": found}, alpha=0.05)[0]["control"], found
+
+
+def mean_excess(by_step: dict[int, float]) -> float:
+    return sum(by_step[s] for s in CONTROL_SNAPSHOTS) / len(CONTROL_SNAPSHOTS)
+
+
+def test_log2_excess_positive_control_a_stall_is_shown_above_its_margin(learned):
+    arms = stall_arms(learned)
+    ratios = [mean_excess(a) / mean_excess(b) for a, b in zip(*arms.values(), strict=True)]
+    assert min(ratios) > 2  # the manipulation: the stalled excess more than doubled, every seed
+    verdict, found = judged(arms, STALL)
+    assert found.per_seed == pytest.approx([math.log2(r) for r in ratios])
+    assert verdict == SUPPORTED and found.seeds == (6, 6)
+    assert judged(arms, NON_INFERIOR)[0] == REFUTED  # nor is a stall "as good"
+
+
+def test_log2_excess_negative_control_no_stall_is_shown_below_its_margin(learned):
+    arms = same_recipe_arms(learned)
+    verdict, found = judged(arms, STALL)
+    assert verdict == REFUTED and found.seeds == (6, 6)  # shown below 1: no stall
+    assert judged(arms, NON_INFERIOR)[0] == SUPPORTED  # shown below 0.5: as good
+
+
+_real_excess = measures.eval_excess
+
+
+def _plain_loss(model, src, tgt, label_smoothing):  # the floor left in
+    return _real_excess(model, src, tgt, label_smoothing) + label_smoothing_floor(label_smoothing)
+
+
+def _unsmoothed(model, src, tgt, label_smoothing):  # plain cross-entropy, smoothing's floor
+    return _real_excess(model, src, tgt, 0.0) - label_smoothing_floor(label_smoothing)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log2")  # below the floor
+@pytest.mark.parametrize(
+    ("broken", "arms", "verdicts"),
+    [
+        (_plain_loss, stall_arms, (SUPPORTED, REFUTED)),
+        (_unsmoothed, same_recipe_arms, (REFUTED, SUPPORTED)),
+    ],
+)
+def test_log2_excess_controls_fail_on_a_broken_measure(learned, monkeypatch, broken, arms,
+                                                         verdicts):  # fmt: skip
+    """The controls' teeth: the plain loss cannot see this stall (near the floor a loss ratio
+    barely moves), and the loss without smoothing, less smoothing's floor, parts two runs of
+    one recipe (near zero, or below it)."""
+    assert tuple(judged(arms(learned), t)[0] for t in (STALL, NON_INFERIOR)) == verdicts
+    monkeypatch.setattr(measures, "eval_excess", broken)
+    assert tuple(judged(arms(learned), t)[0] for t in (STALL, NON_INFERIOR)) != verdicts
