@@ -336,7 +336,8 @@ EXCESS_STRINGS = 200  # held-out strings the eval-mode excess is measured on
 def eval_excess(model: nn.Module, src: Tensor, tgt: Tensor, label_smoothing: float) -> float:
     """The objective in eval mode (dropout off), teacher-forced on fixed strings, above its
     label-smoothing floor: the loss training can still remove, without the dropout noise
-    that the training loss carries alike in every arm. A run that diverged gets the uniform
+    that the training loss carries alike in every arm. A model that scores worse than the
+    uniform predictor (a run that diverged; untrained weights too) gets the uniform
     predictor's excess (ln V - floor: its loss under any target), the worst it can be judged,
     so the value is always finite."""
     from tcrformer.training.loop import batch_loss  # the loop's own objective
