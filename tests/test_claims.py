@@ -19,8 +19,6 @@ import yaml
 from tcrformer.chapters.claims import exact, protocol, verdicts
 from tcrformer.chapters.claims.compute import (
     claims_register,
-    claims_sweep,
-    claims_sweep_grid,
     decision_code_digest,
     finite_or_none,
 )
@@ -72,7 +70,7 @@ def test_every_claim_names_its_source_criterion_and_a_test_code_can_run():
     ],
 )
 def test_bad_arms_name_their_key(arms, key):
-    section = {**CONFIG["claims"], "arms": arms, "list": [], "sweeps": {}}
+    section = {**CONFIG["claims"], "arms": arms, "list": []}
     with pytest.raises(ConfigError) as err:
         Settings.from_config({**CONFIG, "claims": section})
     assert err.value.key.startswith(key), err.value
@@ -151,6 +149,8 @@ def test_few_seeds_cannot_decide_and_say_so():
     assert math.isnan(four.low)  # a 95 % interval needs p <= 0.025: more than 5 seeds
     one = protocol.effect("seed_mean", [np.array([0.9, math.nan])], 0.1, "greater")
     assert one.seeds == (1, 2) and one.p_value == 1.0 and math.isnan(one.estimate)
+    with pytest.raises(ValueError, match="not finite"):  # missing is NaN; infinite is a fault
+        protocol.effect("seed_mean", [np.array([0.9, 0.8, math.inf])], 0.1, "greater")
 
 
 def test_equivalence_needs_both_one_sided_tests():
@@ -229,7 +229,7 @@ def seeds(n=8, **metrics):
 def measure(arms, **extra):
     return verdicts.Measurements(
         arms, extra.get("analytic", {}), extra.get("benchmarks", {}), 1000,
-        extra.get("seeds", {}), extra.get("sweeps", {}), at_steps=stepped(),
+        extra.get("seeds", {}), at_steps=stepped(),
     )  # fmt: skip
 
 
@@ -247,14 +247,12 @@ def test_arms_are_paired_by_seed_number_and_pooled_arms_averaged():
 def synthetic_measurements(**changes):
     """Every arm's seeds with metrics where each manipulation check passes; `changes`
     replaces metrics of named arms ({arm: {metric: value}})."""
-    by_length = {"8": 1.0, "16": 0.5}
     steps = {str(s) for c in SETTINGS.claims for s in c.test.get("snapshots", ())}
     metric = dict(
         final_loss=0.6, early_loss=1.0, heldout_exact=990, heldout_fraction=0.99,
         overconfidence=0.01, ece=0.02, spikes=1, worst_jump=0.4, max_grad_norm=3.0,
-        activation_ratios=[0.8, 1.1], init_scale=0.2, forgetting=0.5,
-        exact_by_length=by_length, importance_rho=(-0.1, -0.3, -0.2, -0.5, -0.1, -0.2, -0.4, -0.3),
-        residue_rho=(0.1, 0.3, 0.2, 0.45, 0.1, 0.2, 0.4, 0.3), diverged=0.0, plateau_drop=0.001,
+        activation_ratios=[0.8, 1.1], init_scale=0.2,
+        residue_rho=(0.1, 0.3, 0.2, 0.45, 0.1, 0.2, 0.4, 0.3), diverged=0.0,
         stress_damage=0.1, stress_norm_ratio=1e4, gap=0.05, top_defined=0.8, mass_on_top=0.3,
         top1_agreement=(0.1, 0.3, 0.2, 0.45, 0.1, 0.2, 0.4, 0.3), initial_entropy=1.5,
         beam_net_wins=0.05, has_room=1.0, beam_step=300.0, beam_exact_gain=0.01,
@@ -276,11 +274,10 @@ def synthetic_measurements(**changes):
     cost = {"memory_exponent": 2.0, "time_exponent": 1.5, "min_length": 512}
     speed = {"gru_blocks": [5.0, 5.5, 4.8], "transformer_blocks": [9.0, 9.1, 8.7],
              "parallel_speedup": 1.6, "threads": 2}  # fmt: skip
-    sweeps = {"gru": {"key": "peak_lr", "value": 0.01, "at_edge": False}}  # RNN_SETTINGS'
     benchmarks = {"quadratic_memory": cost, "rnn_slow": speed}  # each claim's own job
     return measure(arms, analytic=analytic, benchmarks=benchmarks,
                    seeds={arm: SETTINGS.seeds_of(arm) for arm in SETTINGS.arms},
-                   sweeps=sweeps)  # fmt: skip
+)  # fmt: skip
 
 
 def test_every_claim_gets_a_verdict_of_its_kind_and_a_sentence():
@@ -298,9 +295,11 @@ def test_every_claim_gets_a_verdict_of_its_kind_and_a_sentence():
         assert decision.precondition.startswith("met") == (bool(claim.precondition)
                                                            and testable), claim.id  # fmt: skip
         assert claim.kind != "experiment" or claim.predicted in verdicts.VERDICTS[claim.kind]
-    assert "mass_on_top (reported, baseline) 0.3" in decisions["attention_importance"].measured
+    assert "mass_on_top (reported) baseline 0.3" in decisions["attention_importance"].measured
+    sqrt_dk = decisions["sqrt_dk"].measured  # a report shows every arm of the test
+    assert "initial_entropy (reported) no_scaling 1.5" in sqrt_dk and "; baseline 1.5" in sqrt_dk
     assert decisions["beam_search"].verdict == protocol.SUPPORTED  # 0.05 net wins, 12 seeds
-    assert "beam_step (reported, baseline) 300" in decisions["beam_search"].measured
+    assert "beam_step (reported) baseline 300" in decisions["beam_search"].measured
     assert decisions["warmup"].effect.method == "exact_unconditional"
     assert decisions["clipping"].verdict == protocol.HOLDS  # clipped damage 0.1 < 0.5
     assert decisions["rnn_slow"].verdict == protocol.SUPPORTED  # ratios 0.55, 0.60, 0.55
@@ -404,28 +403,26 @@ def test_each_benchmarked_claim_is_a_job_of_its_own(workflow_copy):
     assert sorted(set(jobs)) == ["quadratic_memory", "rnn_slow", "rnn_slow_attention"]
 
 
-def rnn_settings():
-    """v4's claims with v3's recurrent claim and its learning-rate sweep (the GPU version's
-    shape): the sweep machinery, kept for it."""
-    v3 = yaml.safe_load((ROOT / "results/archive/claims_v3.yaml").read_text())["claims"]
-    section = {**CONFIG["claims"], "sweeps": v3["sweeps"]}
-    section["arms"] = {**section["arms"], **{a: v for a, v in v3["arms"].items()
-                                             if a.startswith("gru")}}  # fmt: skip
-    forgetful = next(c for c in v3["list"] if c["id"] == "rnn_forgetful")
-    forgetful = {**forgetful, "test": {**forgetful["test"], "seeds": 12}}
-    section["list"] = [*section["list"], forgetful]
-    return Settings.from_config({**CONFIG, "claims": section})
+def test_a_check_without_seeds_fails_and_check_seeds_must_be_trained_seeds():
+    none = synthetic_measurements()
+    none = replace(none, seeds={**none.seeds, "default_init": [8, 9]})  # no seed shared
+    assert verdicts.judge_all(SETTINGS, none)["xavier"].verdict == protocol.FAILS
+    with pytest.raises(ConfigError, match="check_seeds"):
+        Settings.from_config({**CONFIG, "claims": {**CONFIG["claims"], "check_seeds": [1]}})
 
 
-def test_the_edge_of_a_sweep_is_not_testable_here():
-    settings = rnn_settings()
-    m = synthetic_measurements()
-    arms = {**m.arms, **{a: seeds(len(settings.seeds_of(a)), forgetting=0.5, plateau_drop=0.001)
-                         for a in settings.arms if a.startswith("gru")}}  # fmt: skip
-    m = replace(m, arms=arms, seeds={a: settings.seeds_of(a) for a in settings.arms})
-    assert verdicts.judge_all(settings, m)["rnn_forgetful"].verdict != protocol.NOT_TESTABLE
-    edge = replace(m, sweeps={"gru": {"key": "peak_lr", "value": 0.1, "at_edge": True}})
-    assert verdicts.judge_all(settings, edge)["rnn_forgetful"].verdict == protocol.NOT_TESTABLE
+def test_a_claims_registration_fixes_the_settings_its_test_reads():
+    """The Jacobian check's draws, the memory check's lengths, the benchmark's sizes and
+    numerics: each in its own claim's registered context, and only there."""
+    contexts = {c.id: SETTINGS.decision_context(c) for c in SETTINGS.claims}
+    assert contexts["sqrt_dk_jacobian"]["draws"] == SETTINGS.draws
+    assert contexts["quadratic_memory"]["cost_lengths"] == list(SETTINGS.cost_lengths)
+    assert contexts["rnn_slow"]["numerics"] == {"mode": "native"}
+    assert contexts["rnn_slow"]["speed"] == SETTINGS.speed
+    assert not {"draws", "cost_lengths", "speed"} & set(contexts["warmup"])
+    more = replace(SETTINGS, draws=SETTINGS.draws + 1)
+    assert more.registration()["sqrt_dk_jacobian"] != SETTINGS.registration()["sqrt_dk_jacobian"]
+    assert more.registration()["warmup"] == SETTINGS.registration()["warmup"]
 
 
 def test_a_check_holds_only_when_every_seed_does():
@@ -485,31 +482,11 @@ def test_editing_one_metric_marks_only_the_claims_that_read_it(monkeypatch):
     before = decision_code_digest(SETTINGS)
     beam = metrics.METRICS["beam_net_wins"]
     monkeypatch.setitem(metrics.METRICS, "beam_net_wins",
-                        metrics.Metric(metrics.forgetting, beam.extra))  # fmt: skip
+                        metrics.Metric(metrics.has_room, beam.extra))  # fmt: skip
     after = decision_code_digest(SETTINGS)
     changed = {c for c in before if before[c] != after[c]}
     readers = {c.id for c in SETTINGS.claims if "beam_net_wins" in c.metrics()}
     assert changed == readers == {"beam_search"}
-
-
-def test_a_sweep_at_its_edge_extends_itself():
-    sweep = rnn_settings().sweeps["gru"]
-    values = {arm: i for i, arm in enumerate(sweep.every_candidate)}
-    rising = {arm: seeds(2, heldout_exact=(100 * i, 100 * i + 10))
-              for i, arm in enumerate(sweep.candidates)}  # fmt: skip
-    grid = claims_sweep_grid(sweep, rising, values)["grid"]
-    assert grid["best"] == sweep.candidates[-1] and grid["extend"] == list(sweep.above)
-    inside = {**rising, sweep.candidates[1]: seeds(2, heldout_exact=(990, 995))}
-    assert claims_sweep_grid(sweep, inside, values)["grid"]["extend"] == []
-    # extended: the optimum inside the longer grid, or still at its end
-    peaked = {**rising, sweep.above[0]: seeds(2, heldout_exact=(990, 990)),
-              sweep.above[1]: seeds(2, heldout_exact=(500, 500))}  # fmt: skip
-    choice = claims_sweep(sweep, peaked, values)["choice"]
-    assert choice["chosen"] == sweep.above[0] and not choice["at_edge"]
-    climbing = {**peaked, sweep.above[1]: seeds(2, heldout_exact=(999, 999))}
-    assert claims_sweep(sweep, climbing, values)["choice"]["at_edge"]
-    tie = {arm: seeds(2, heldout_exact=(900, 900)) for arm in sweep.candidates}
-    assert claims_sweep(sweep, tie, values)["choice"]["value"] == values[sweep.candidates[0]]
 
 
 def test_the_power_plan_is_what_the_v2_archive_gives():
@@ -639,7 +616,7 @@ def test_the_bad_batch_scales_one_steps_gradient_and_only_that_one():
         _check(tiny("stress_clipped", steps=10, stress_step=11))
 
 
-def test_the_bad_batch_response_and_the_plateau_are_measured():
+def test_the_bad_batch_response_is_measured():
     floor = 0.6
     losses = np.full(3000, floor + 0.05)
     norms = np.ones(3000)
@@ -647,10 +624,6 @@ def test_the_bad_batch_response_and_the_plateau_are_measured():
     losses[1000:1050] = floor + 0.2  # the excess quadruples after the bad step
     found = measures.stress_response(losses, norms, 1000, floor)
     assert found["stress_damage"] == pytest.approx(2.0) and found["stress_norm_ratio"] == 1e4
-    assert measures.plateau_drop(losses) == pytest.approx(0.0)
-    falling = np.linspace(2.0, 1.0, 3000)
-    assert measures.plateau_drop(falling) > 0.1
-    assert math.isnan(measures.plateau_drop(falling[:900]))
 
 
 # The reduced run, as CI runs it ------------------------------------------------------------------

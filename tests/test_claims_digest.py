@@ -304,7 +304,7 @@ def test_digest_of_the_real_beam_metric_reaches_its_decoders_and_not_its_neighbo
     assert {"beam_search", "sequence_log_prob", "same_through_eos", "greedy_decode",
             "beam_outcomes"} <= names  # fmt: skip
     assert {"EOS", "BOS", "PAD"} <= names  # the constants it reads
-    assert not {"calibration", "head_ablations", "curve_metrics"} & names  # same module
+    assert not {"calibration", "eval_excess", "curve_metrics"} & names  # same module
 
 
 def test_a_skipped_module_is_not_followed_even_where_it_holds_run_time_state(tmp_path):

@@ -38,7 +38,7 @@ def evaluated(**numbers) -> ArmEvaluation:
 
 def test_every_metric_needs_a_known_extra_or_none():
     assert {m.extra for m in METRICS.values()} <= {None, *EXTRAS}
-    assert metrics.computable([]) == ["diverged", "forgetting"]
+    assert metrics.computable([]) == ["diverged"]
     assert set(metrics.computable(EXTRAS)) == set(METRICS)
     # each extra once, in EXTRAS' order, at the union of the steps its metrics' claims name;
     # a metric the registry does not hold, or one that needs no extra, asks for none
@@ -75,16 +75,13 @@ def test_diverged_is_under_five_percent_exact_or_a_loss_not_finite(fraction, fin
 
 def test_the_metrics_read_like_their_definitions():
     e = evaluated(
-        exact_by_length={8: 1.0, 12: 0.6, 16: 0.25},
         greedy_by_step={300: 0.1, 500: 0.4, 1000: 0.95},
         beam_step=500,
         beam_wins=5, beam_ties=3, beam_losses=2, greedy_exact=4, beam_exact=7,
         excess_by_step={1040: 0.5, 1080: 0.25},
         activation_ratios=[2.0, 0.5],
         residue_rho_by_layer=[0.2, 0.4],
-        heads=[{"antidiagonal": a, "drop": d} for a, d in ((0.9, 30), (0.5, 10), (0.1, 1))],
     )  # fmt: skip
-    assert METRICS["forgetting"].compute(e) == 0.75  # shortest minus longest
     # the beam, at the step with room the extra picked (of the 10 strings)
     assert METRICS["beam_net_wins"].compute(e) == pytest.approx(0.3)  # (5 - 2) / 10
     assert METRICS["has_room"].compute(e) == 1.0
@@ -97,7 +94,6 @@ def test_the_metrics_read_like_their_definitions():
     assert METRICS["log2_excess"].compute(e) == {1040: 0.5, 1080: 0.25}  # by step: see below
     assert METRICS["init_scale"].compute(e) == 1.0  # a factor 2 each way
     assert METRICS["residue_rho"].compute(e) == pytest.approx(0.3)
-    assert METRICS["importance_rho"].compute(e) == pytest.approx(1.0)
 
 
 def test_a_claim_reads_a_by_step_metric_at_its_snapshots_by_its_rule():

@@ -2,7 +2,9 @@
 
 For a continuous experiment the protocol tests the seeds' paired values d_s against the
 margin m with an exact sign-flip test at its Holm level. Planned at the worst Holm step,
-alpha / k for k experiments, the plan asks two things of n seeds:
+alpha / k for the k experiments of the Holm family (an experiment that cannot be tested
+here by design, a `by_design` precondition, is out of the family: neither counted nor
+planned, and named under `by_design`), the plan asks two things of n seeds:
 
     feasible    2^-n <= alpha / k          (the test's smallest p-value can clear the level)
     powered     P(reject | true effect) >= 0.8, the sign-flip test taken as the one-sample
@@ -47,8 +49,9 @@ from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
 
 POWER = 0.8
 MAX_SEEDS = 256
-# v3 claim -> how v2's archived arms give the same per-seed value (arm, reference, metric);
-# several arms average per seed, as the protocol does. None: v2 measured nothing like it.
+# A v4 claim (config/claims.yaml) -> how v2's archived arms give the same per-seed value
+# (arm, reference, metric); several arms average per seed, as the protocol does. A claim
+# not named here: v2 measured nothing like it.
 FROM_V2: dict[str, Any] = {
     "smoothing_generalisation": ("fixed", "fixed_no_smoothing", "heldout_fraction"),
     "dropout": ("fixed", "fixed_no_dropout", "heldout_fraction"),
@@ -142,8 +145,18 @@ def binary_seeds_needed(margin: float, level: float) -> int:
     return MAX_BINARY_SEEDS
 
 
+def by_design(claim: Mapping[str, Any]) -> bool:
+    """Whether the claim cannot be tested here by design (a `by_design` precondition): it
+    is NOT TESTABLE HERE whatever the seeds say, and out of the Holm family."""
+    return any(check.get("check") == "by_design" for check in claim.get("precondition") or ())
+
+
 def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
+    """The seeds each experiment of the Holm family needs; those out of it by design are
+    named apart (`by_design`) and neither counted for the level nor planned."""
     experiments = [c for c in claims if c["kind"] == "experiment"]
+    out = [c["id"] for c in experiments if by_design(c)]
+    experiments = [c for c in experiments if c["id"] not in out]
     level = alpha / len(experiments)  # the worst Holm step
     rows = {}
     for claim in experiments:
@@ -173,7 +186,8 @@ def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
                        seeds=seeds_needed(test["margin"], test["direction"], sd, level),
                        basis=f"v2 seeds {d.size}, {arms} vs {reference}: {metric}")  # fmt: skip
         rows[claim["id"]] = row
-    return {"level": level, "power": POWER, "experiments": len(experiments), "claims": rows}
+    return {"level": level, "power": POWER, "experiments": len(experiments), "by_design": out,
+            "claims": rows}  # fmt: skip
 
 
 def main(argv=None) -> None:

@@ -14,7 +14,6 @@ include: "claims_common.smk"
 
 wildcard_constraints:
     arm="|".join(CLAIMS.arms),
-    sweep="|".join(CLAIMS.sweeps) or "none",
 
 
 # Before any arm trains: every claim's digest and the claims file's sha256. No params and no
@@ -29,8 +28,7 @@ rule claims_register:
         "../../envs/numeric.yaml"
     params:
         claims_file="config/claims.yaml",
-        # The pre-registration reviews of the design, and the answers (docs/claims.md).
-        reviews=["docs/claims_v4_review.md", "docs/claims_v4_review_final.md"],
+        reviews=list(REVIEWS),
     script:
         "../scripts/claims_register.py"
 
@@ -41,7 +39,6 @@ rule claims_register:
 rule train_claim_arm:
     input:
         registration=ancient(rules.claims_register.output.registration),
-        sweep=sweep_choice,
     output:
         history=result("claims", f"{JOB_FOLDER}/history.csv"),
         numerics=result("claims", f"{JOB_FOLDER}/numerics.json"),
@@ -68,41 +65,6 @@ rule train_claim_arm:
         numerics=NUMERICS,
     script:
         "../scripts/train_claim_arm.py"
-
-
-# A sweep first judges its registered grid; when the best candidate sits at the grid's edge
-# the grid asks for its extension (a checkpoint: the jobs after it depend on its choice).
-checkpoint claims_sweep_grid:
-    input:
-        metrics=sweep_metrics,
-    output:
-        grid=result("claims", "sweeps/{sweep}_grid.json"),
-    log:
-        log_for("claims_sweep_grid_{sweep}"),
-    localrule: True
-    conda:
-        "../../envs/numeric.yaml"
-    params:
-        values=sweep_values,
-    script:
-        "../scripts/claims_sweep_grid.py"
-
-
-rule claims_sweep:
-    input:
-        grid=rules.claims_sweep_grid.output.grid,
-        metrics=sweep_final_metrics,
-    output:
-        choice=result("claims", "sweeps/{sweep}.json"),
-    log:
-        log_for("claims_sweep_{sweep}"),
-    localrule: True
-    conda:
-        "../../envs/numeric.yaml"
-    params:
-        values=sweep_values,
-    script:
-        "../scripts/claims_sweep.py"
 
 
 rule claims_analytic:
@@ -155,9 +117,7 @@ rule claims_rnn_speed:
         transformer=benchmark_recipe("reference"),
         gru=benchmark_recipe("arm"),
         speed=CLAIMS.speed,
-        # Native: the benchmark trains no arm, and portable would time the GRU on MKL's
-        # slower COMPATIBLE branch against the Transformer's own kernels.
-        numerics={**NUMERICS, "mode": "native"},
+        numerics=CLAIMS.benchmark_numerics(NUMERICS),
     script:
         "../scripts/claims_rnn_speed.py"
 
@@ -167,7 +127,6 @@ rule claims_summary:
         metrics=claim_files("metrics.json"),
         histories=claim_files("history.csv"),
         registration=rules.claims_register.output.registration,
-        sweeps=expand(rules.claims_sweep.output.choice, sweep=CLAIMS.sweeps),
         analytic=rules.claims_analytic.output.analytic,
         benchmarks=expand(
             rules.claims_cost.output.summary,

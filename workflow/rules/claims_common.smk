@@ -1,9 +1,8 @@
 # Helpers of the claims chapter (kept apart from its rules, as snakemake --lint asks).
 
-import json
 from pathlib import Path
 
-from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
+from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN, REVIEWS
 
 CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
@@ -17,7 +16,7 @@ def claim_recipe(wc):
 
 
 def claim_jobs():
-    """(arm, seed) of every training job: a sweep's candidates run the sweep's seeds."""
+    """(arm, seed) of every training job, each arm at the seeds its claims ask."""
     return [(arm, seed) for arm in CLAIM_ARMS for seed in CLAIMS.seeds_of(arm)]
 
 
@@ -26,40 +25,6 @@ def claim_files(name):
         result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/{name}")
         for arm, seed in claim_jobs()
     ]
-
-
-def sweep_choice(wc):
-    """The choice file of the sweep that sets a key of this arm, or nothing."""
-    sweep = CLAIMS.sweep_of(wc.arm)
-    return [result("claims", f"sweeps/{sweep.name}.json")] if sweep else []
-
-
-def _metrics_of(arms, seeds):
-    return [
-        result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/metrics.json")
-        for arm in arms
-        for seed in seeds
-    ]
-
-
-def sweep_metrics(wc):
-    """The registered grid's candidates, each over the sweep's seeds."""
-    sweep = CLAIMS.sweeps[wc.sweep]
-    return _metrics_of(sweep.candidates, sweep.seeds)
-
-
-def sweep_final_metrics(wc):
-    """The grid's candidates and the extension its choice asked for (after the checkpoint)."""
-    sweep = CLAIMS.sweeps[wc.sweep]
-    grid = checkpoints.claims_sweep_grid.get(sweep=wc.sweep).output.grid
-    extend = json.loads(Path(grid).read_text())["extend"]
-    return _metrics_of(sweep.candidates, sweep.seeds) + _metrics_of(extend, sweep.seeds)
-
-
-def sweep_values(wc):
-    """{candidate arm: its value of the swept key}, extensions included."""
-    sweep = CLAIMS.sweeps[wc.sweep]
-    return {arm: getattr(CLAIMS.arms[arm], sweep.key) for arm in sweep.every_candidate}
 
 
 def benchmark_recipe(role):

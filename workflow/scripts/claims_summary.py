@@ -16,10 +16,6 @@ def main(smk):
     for (arm, _), (metrics_path, history_path) in zip(smk.params.jobs, paths, strict=True):
         metrics.setdefault(arm, []).append(read_json(metrics_path))
         histories.setdefault(arm, []).append(pd.read_csv(history_path))
-    sweeps = {}
-    for path in smk.input.sweeps:
-        choice = read_json(path)
-        sweeps[choice["sweep"]] = choice
     results = claims_summary(
         settings,
         metrics,
@@ -27,7 +23,6 @@ def main(smk):
         read_json(smk.input.analytic),
         {found["claim"]: found for found in map(read_json, smk.input.benchmarks)},
         read_json(smk.input.registration),
-        sweeps,
         yaml.safe_load(open(smk.input.plan[0])) if smk.input.plan else None,
     )
     write_named(smk.output, results)

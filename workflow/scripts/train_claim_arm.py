@@ -2,7 +2,7 @@
 
 import logging
 
-from tcrformer.core.io import read_json, write_named
+from tcrformer.core.io import write_named
 from tcrformer.core.runner import run, torch_numerics
 
 
@@ -12,17 +12,12 @@ def main(smk):
     from tcrformer.training.recipe import Recipe
 
     recipe = Recipe.from_params(smk.params.recipe)
-    swept = {}
-    for path in smk.input.sweep:  # the key a sweep chose for this arm
-        choice = read_json(path)
-        swept[choice["key"]] = choice["value"]
     log = logging.getLogger("tcrformer")
-    log.info("claims arm %s, seed %d: %d steps %s", smk.wildcards.arm, recipe.seed,
-             recipe.steps, swept or "")  # fmt: skip
+    log.info("claims arm %s, seed %d: %d steps", smk.wildcards.arm, recipe.seed, recipe.steps)
     evaluation = Recipe.from_params(smk.params.evaluation)
     params = smk.params
-    results = train_claim_arm(recipe, evaluation, params.checkpoints, numerics, swept,
-                              params.extras, params.beam_width)  # fmt: skip
+    results = train_claim_arm(recipe, evaluation, params.checkpoints, numerics, params.extras,
+                              params.beam_width)  # fmt: skip
     write_named(smk.output, results)
 
 

@@ -13,7 +13,9 @@ def _loss_panel(ax: Axes, data, claim: str) -> None:
     arms = [a for a in data.claim_arms.get(claim, []) if a in data.loss_curves]
     for arm, colour in zip(arms, style.categorical_colours(len(arms)), strict=True):
         curve = data.loss_curves[arm]
-        ax.plot(curve["step"], curve["median"], color=colour, lw=1.0, label=arm)
+        seeds = data.seeds.get(arm)
+        label = arm if seeds is None else f"{arm} ({seeds} seeds)"
+        ax.plot(curve["step"], curve["median"], color=colour, lw=1.0, label=label)
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (median over seeds)")
     ax.set_title(data.title(claim.replace("_", " "), claim), fontsize=9)
@@ -21,7 +23,8 @@ def _loss_panel(ax: Axes, data, claim: str) -> None:
 
 
 def figC1_training_arms(data) -> Figure:
-    """The training loss of every arm, one panel per experiment that trains."""
+    """The training loss of every arm, the median over its own seeds (the legend says how
+    many), one panel per experiment that trains."""
     claims = [c for c, arms in data.claim_arms.items() if arms]
     columns = 3
     rows = -(-len(claims) // columns)
@@ -31,7 +34,9 @@ def figC1_training_arms(data) -> Figure:
         _loss_panel(ax, data, claim)
     for ax in axes[len(claims) :]:
         ax.axis("off")
-    fig.suptitle(f"Fig. C1  The training arms ({data.seeds} seeds each)")
+    shown = {arm for c in claims for arm in data.claim_arms[c]}
+    fig.suptitle(f"Fig. C1  The training arms (median over each arm's seeds: "
+                 f"{data.seed_range(shown)})")  # fmt: skip
     return fig
 
 
@@ -168,7 +173,9 @@ def figC6_beam(data) -> Figure:
             if step is not None:
                 room_ax.scatter([step], [greedy[str(int(step))]], color=style.HIGHLIGHT, s=18,
                                 zorder=3)  # fmt: skip
-    room_ax.axhspan(0.2, 0.9, color=style.HIGHLIGHT, alpha=0.08, label="room for beam")
+    low, high = data.greedy_room
+    room_ax.axhspan(low, high, color=style.HIGHLIGHT, alpha=0.08,
+                    label=f"room for beam ({low:g} to {high:g})")  # fmt: skip
     room_ax.set_xlabel("training step (weight snapshot)")
     room_ax.set_ylabel("greedy exact fraction, each seed (dot: the step judged)")
     room_ax.set_title("where greedy has room", fontsize=9)
@@ -190,8 +197,8 @@ def figC6_beam(data) -> Figure:
 
 
 def figC7_effects(data) -> Figure:
-    """Every experiment's effect with its 95 % interval over seeds, and the margin it must
-    clear, each on its own scale."""
+    """Every experiment's effect with its 95 % interval over its own seeds (used/run in the
+    row's label), and the margin it must clear, each on its own scale."""
     effects = data.effects
     fig = style.new_figure(7.5, 0.55 * len(effects) + 1.6)
     axes = np.atleast_1d(fig.subplots(len(effects), 1))
@@ -204,10 +211,11 @@ def figC7_effects(data) -> Figure:
             high = e["high"] if e["high"] is not None else e["estimate"]
             ax.errorbar([e["estimate"]], [0], xerr=[[e["estimate"] - low], [high - e["estimate"]]],
                         fmt="o", color="black", capsize=3)  # fmt: skip
-        ax.set_yticks([0], [f"{e['id']}: {data.verdicts.get(e['id'], '?')}"], fontsize=7)
+        seeds = "" if not e.get("seeds") else f" ({e['seeds'][0]}/{e['seeds'][1]} seeds)"
+        ax.set_yticks([0], [f"{e['id']}{seeds}: {data.verdicts.get(e['id'], '?')}"], fontsize=7)
         ax.tick_params(axis="x", labelsize=6)
         ax.set_ylim(-1, 1)
     mark = " (reduced run: not a verdict)" if data.reduced else ""
-    title = f"Fig. C7  Effects, 95 % intervals over {data.seeds} seeds, margins (dashed)"
+    title = "Fig. C7  Effects, 95 % intervals over each claim's seeds (used/run), margins (dashed)"
     fig.suptitle(title + mark, fontsize=9)
     return fig

@@ -28,7 +28,6 @@ from tcrformer.training.model import build_model
 FINAL_STEPS = 100  # the final loss: the mean of the last steps
 SPIKE_WINDOW, SPIKE_FACTOR, SPIKE_AFTER = 50, 1.5, 100
 STRESS_WINDOW = 50  # steps either side of a bad batch
-PLATEAU_WINDOW = 500  # the last two windows of the loss curve, compared
 CALIBRATION_BINS = 10
 DECODE_BATCH = 500  # strings decoded at once
 
@@ -67,13 +66,6 @@ def exact_rows(model: nn.Module, src: Tensor, tgt: Tensor) -> Tensor:
         out = greedy_decode(model, s, max_len=t.size(1) - 1, bos=BOS, eos=EOS, pad_idx=PAD)
         correct.append(scored(out, t))
     return torch.cat(correct)
-
-
-def exact_by_length(correct: Tensor, src: Tensor) -> dict[int, float]:
-    """The fraction exact at each string length."""
-    lengths = (src != PAD).sum(1).numpy()
-    hits = correct.numpy()
-    return {int(n): float(hits[lengths == n].mean()) for n in np.unique(lengths)}
 
 
 # Where cross-attention looks ----------------------------------------------------------------
@@ -150,24 +142,13 @@ def stress_response(
     }
 
 
-def plateau_drop(losses: np.ndarray) -> float:
-    """How much the loss still fell at the end: the mean of the PLATEAU_WINDOW steps before
-    the last window over the mean of the last window, minus 1 (0: flat; NaN if too short or
-    not finite)."""
-    if len(losses) < 2 * PLATEAU_WINDOW or not np.isfinite(losses).all():
-        return math.nan
-    last = losses[-PLATEAU_WINDOW:].mean()
-    before = losses[-2 * PLATEAU_WINDOW : -PLATEAU_WINDOW].mean()
-    return float(before / last - 1)
-
-
 def curve_metrics(
     history: pd.DataFrame, first_steps: int = 500, floor: float = 0.0, stress_step: int = 0
 ) -> dict[str, float]:
     """The final loss (mean of the last FINAL_STEPS; infinite when a loss is not finite),
     the mean loss of the first steps, loss spikes, the worst excess-loss jump above `floor`,
-    the largest pre-clip gradient norm, how much the loss still fell at the end, and what a
-    bad batch at `stress_step` did (where there was one)."""
+    the largest pre-clip gradient norm, and what a bad batch at `stress_step` did (where
+    there was one)."""
     losses, norms = history["loss"].to_numpy(), history["grad_norm"].to_numpy()
     final = losses[-FINAL_STEPS:]
     metrics = {
@@ -176,7 +157,6 @@ def curve_metrics(
         "spikes": spikes(losses),
         "worst_jump": worst_jump(losses, floor),
         "max_grad_norm": float(np.nanmax(norms)),
-        "plateau_drop": plateau_drop(losses),
     }
     if stress_step:
         metrics.update(stress_response(losses, norms, stress_step, floor))
@@ -257,33 +237,6 @@ def same_through_eos(a: Tensor, b: Tensor) -> Tensor:
         return out
 
     return torch.tensor([x == y for x, y in zip(through_eos(a), through_eos(b), strict=True)])
-
-
-def head_ablations(model: nn.Module, src: Tensor, tgt: Tensor) -> list[dict[str, Any]]:
-    """Every cross-attention head: its mean anti-diagonal attention mass on the held-out
-    strings (teacher-forced), and the drop in held-out exact when its output is zeroed."""
-    lengths = (src != PAD).sum(1)  # (B,)
-    tgt_in, _ = decoder_io(tgt)
-    with torch.no_grad(), record_attention(model):
-        model.eval()
-        model(src, tgt_in, *make_masks(src, tgt_in, PAD))
-    base = int(exact_rows(model, src, tgt).sum())
-    rows = []
-    for layer, block in enumerate(model.decoder.layers, start=1):
-        attention = block.cross_attn
-        weights = attention.attn  # (B, h, Lt, Ls)
-        for head in range(attention.h):
-            attention.keep = torch.ones(attention.h)
-            attention.keep[head] = 0.0
-            ablated = int(exact_rows(model, src, tgt).sum())
-            attention.keep = None
-            rows.append({
-                "layer": layer,
-                "head": head + 1,
-                "antidiagonal": antidiagonal(weights[:, head], lengths),
-                "drop": base - ablated,
-            })  # fmt: skip
-    return rows
 
 
 def rank_correlation(x, y) -> float:

@@ -5,7 +5,6 @@ train_claim_arm     one arm, one seed, trained and then evaluated in the same jo
                     history (loss and pre-clip gradient norm at every step) and the metrics
 evaluate_claim_arm  a saved model's metrics: what every arm gets, its extras, and each metric
                     of metrics.METRICS they allow
-claims_sweep        a sweep's choice: the candidate arm with the best validation metric
 claims_analytic     the experiments without training (analytic.py)
 claims_cost         attention's time and memory against the sequence length (a benchmark)
 claims_rnn_speed    the Transformer's and the GRU's training steps per second, alternating
@@ -31,7 +30,7 @@ import pandas as pd
 
 from tcrformer.chapters.claims import analytic, digest, metrics
 from tcrformer.chapters.claims.metrics import stepped
-from tcrformer.chapters.claims.settings import Claim, Settings, Sweep
+from tcrformer.chapters.claims.settings import Claim, Settings
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import AT_STEPS, Measurements, judge_all
 
@@ -107,20 +106,18 @@ def train_claim_arm(
     evaluation,
     checkpoints,
     numerics: dict,
-    swept: Mapping[str, Any] | None = None,
     extras: Mapping[str, Sequence[int]] | None = None,
     beam_width: int = 1,
 ) -> dict[str, Any]:
-    """Train one arm's seed (`swept` sets the keys a sweep chose, claims_sweep), then
-    evaluate the weights as saved (`evaluation`: the recipe with its evaluation fields).
-    The weights are not kept: a job leaves only what the summary reads."""
+    """Train one arm's seed, then evaluate the weights as saved (`evaluation`: the recipe
+    with its evaluation fields). The weights are not kept: a job leaves only what the
+    summary reads."""
     from tcrformer.training.checkpoints import snapshot_path
     from tcrformer.training.loop import train
     from tcrformer.training.measures import snapshot_models
     from tcrformer.training.model import save_model
-    from tcrformer.training.recipe import with_overrides
 
-    trained = train(with_overrides(recipe, **dict(swept or {})), checkpoint_dir=checkpoints)
+    trained = train(recipe, checkpoint_dir=checkpoints)
     recipe = trained.recipe  # a GRU's width filled in
     history = pd.DataFrame(
         {
@@ -158,9 +155,9 @@ def evaluate_claim_arm(
     snapshots: Mapping[int, Any] | None = None,
 ) -> dict[str, Any]:
     """Every metric a claim reads of this arm and seed: what every arm gets, then the
-    `extras` its claims need, each at its snapshot steps (metrics.EXTRAS: beam search, head
-    ablations, residue attribution, the step-0 signal scales, the excess over the floor,
-    attention's entropy), then each registered metric they allow. `snapshots`: step -> the model as
+    `extras` its claims need, each at its snapshot steps (metrics.EXTRAS: beam search,
+    residue attribution, the step-0 signal scales, the excess over the floor, attention's
+    entropy), then each registered metric they allow. `snapshots`: step -> the model as
     training kept it then (training.measures.snapshot_models)."""
     from tcrformer.training.measures import heldout
     from tcrformer.training.model import load_model
@@ -179,16 +176,14 @@ def evaluate_claim_arm(
 
 
 def common_evaluation(e: metrics.ArmEvaluation) -> None:
-    """What every arm's evaluation measures: held-out exact (overall and by length), the
-    loss curve's numbers, calibration, and on a fixed training set the train minus
-    held-out gap."""
+    """What every arm's evaluation measures: held-out exact, the loss curve's numbers,
+    calibration, and on a fixed training set the train minus held-out gap."""
     from tcrformer.training import measures
 
     correct = measures.exact_rows(e.model, e.src, e.tgt)
     e.numbers.update(
         heldout_exact=int(correct.sum()),
         heldout_fraction=float(correct.float().mean()),
-        exact_by_length=measures.exact_by_length(correct, e.src),
         **measures.curve_metrics(e.history, floor=e.floor, stress_step=e.recipe.stress_step),
         **measures.calibration(e.model, e.src, e.tgt),
     )
@@ -208,63 +203,6 @@ def finite_or_none(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-# Sweeps -----------------------------------------------------------------------------------------
-
-
-def _best(sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]]):
-    """The trained candidates in the grid's order, their median validation metric, and the
-    best (ties: the first in the grid's order)."""
-    trained = [arm for arm in sweep.every_candidate if arm in results]
-    medians = {}
-    for arm in trained:
-        scores = [np.nan if s.get(sweep.maximise) is None else s[sweep.maximise]
-                  for s in results[arm]]  # fmt: skip
-        medians[arm] = float(np.nanmedian(scores)) if np.isfinite(scores).any() else -math.inf
-    best = max(trained, key=lambda arm: (medians[arm], -trained.index(arm)))
-    return trained, medians, best
-
-
-def claims_sweep_grid(
-    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The registered grid's best candidate, and the extension it asks for: the `above`
-    candidates when the best is the grid's last, the `below` ones when it is its first."""
-    trained, medians, best = _best(sweep, results)
-    extend = list(sweep.above) if best == trained[-1] else []
-    extend += list(sweep.below) if best == trained[0] else []
-    return {
-        "grid": {
-            "sweep": sweep.name,
-            "best": best,
-            "value": values[best],
-            "validation": {"metric": sweep.maximise, "median": medians},
-            "extend": extend,
-        }
-    }
-
-
-def claims_sweep(
-    sweep: Sweep, results: Mapping[str, Sequence[Mapping[str, Any]]], values: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The candidate with the highest median validation metric over the grid and any
-    extension it asked for (`values`: each candidate's value of the swept key); `at_edge`
-    when the best is still the first or last candidate trained."""
-    trained, medians, best = _best(sweep, results)
-    return {
-        "choice": {
-            "sweep": sweep.name,
-            "arms": list(sweep.arms),
-            "key": sweep.key,
-            "chosen": best,
-            "value": values[best],
-            "validation": {"metric": sweep.maximise, "median": medians},
-            "trained": trained,
-            "at_edge": best in (trained[0], trained[-1]) and len(trained) > 1,
-            "seeds": list(sweep.seeds),
-        }
-    }
 
 
 # Without training -------------------------------------------------------------------------------
@@ -389,7 +327,6 @@ def claims_summary(
     analytic_results: Mapping[str, Any],
     benchmarks: Mapping[str, Mapping[str, Any]],
     registration: Mapping[str, Any],
-    sweeps: Mapping[str, Mapping[str, Any]],
     plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every claim's effect, intervals, margin, manipulation check and verdict (claims.csv,
@@ -398,13 +335,13 @@ def claims_summary(
     benchmark job's results, by the claim it measures."""
     seeds = {arm: settings.seeds_of(arm) for arm in metrics}
     measurements = Measurements(metrics, analytic_results, benchmarks, settings.eval_n, seeds,
-                                sweeps, at_steps=stepped())  # fmt: skip
+                                at_steps=stepped())  # fmt: skip
     decisions = judge_all(settings, measurements)
     rows = table_rows(settings, decisions, registration, plan, decision_code_digest(settings))
     table = pd.DataFrame(rows)
     return {
         "table": table,
-        "md": claims_markdown(table, settings, registration, sweeps),
+        "md": claims_markdown(table, settings, registration),
         "figure_data": figure_data(
             settings, metrics, histories, analytic_results, benchmarks, table
         ),  # fmt: skip

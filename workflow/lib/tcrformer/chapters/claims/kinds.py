@@ -22,10 +22,8 @@ PRECONDITIONS = (
     "converged",
     "median_at_least",
     "by_design",
-    "plateau",
     "blowup",
     "parallelism",
-    "sweep_interior",
 )
 
 # A run diverged when its held-out exact is under this (or a loss is not finite): one

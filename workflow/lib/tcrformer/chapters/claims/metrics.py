@@ -2,21 +2,18 @@
 evaluation extra it needs.
 
 An arm's evaluation (compute.evaluate_claim_arm) first measures what every arm gets (held-out
-exact, overall and by length; the loss curve's numbers; calibration; on a fixed training
-set, the train minus held-out gap), then the extras its claims need (EXTRAS), then every
+exact; the loss curve's numbers; calibration; on a fixed training set, the train minus
+held-out gap), then the extras its claims need (EXTRAS), then every
 registered metric whose extra ran. Each metric is a function of that evaluation, where its
 definition is written once:
 
     diverged         1 if held-out exact < DIVERGED_BELOW or a loss is not finite, else 0
-    forgetting       exact at the shortest length minus exact at the longest
     beam_net_wins    (strings where beam's output is preferred to greedy's, minus those where
                      greedy's is) / strings, at the seed's first snapshot where greedy has
                      room (v4_metrics: beam_outcomes, room_step); none without such a step
     has_room         1 if some snapshot of the seed left greedy room, else 0 (the beam
                      extra records that snapshot's step as beam_step)
     beam_exact_gain  beam's exact fraction minus greedy's, at that step
-    importance_rho   Spearman over the cross-attention heads: anti-diagonal mass against
-                     the exact reversals lost when the head is zeroed (signed)
     residue_rho      the mean over decoder layers of the mean Spearman rho per residue step
                      between attention and occlusion importance (training.attribution)
     top1_agreement   last decoder layer: the chance that the most-attended residue is the
@@ -29,7 +26,7 @@ definition is written once:
                      difference of two arms' is the log2 ratio of their excesses
     initial_entropy  the encoder's self-attention entropy at step 0 (nats; low: spiky)
     top_defined      last decoder layer: the share of residue steps whose largest
-                     importance is at least twice the second (v4_metrics)
+                     importance is at least MIN_IMPORTANCE and twice the second (v4_metrics)
 
 A by-step metric (log2_excess) has the value {step: number} over the snapshots the arm's
 claims name, and the claim that tests it reads it at its own `snapshots` (Metric.at_steps,
@@ -112,14 +109,6 @@ def beam(e: ArmEvaluation, steps: Sequence[int]) -> None:
         e.numbers.update(measures.beam_metrics(models[step], e.src, e.tgt, e.beam_width))
 
 
-def head_ablation(e: ArmEvaluation, _steps: Sequence[int]) -> None:
-    """Every cross-attention head: its anti-diagonal mass, and the exact reversals lost when
-    it is zeroed."""
-    from tcrformer.training import measures
-
-    e.numbers["heads"] = measures.head_ablations(e.model, e.src, e.tgt)
-
-
 def attribution(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """Every decoder layer's cross-attention and the occlusion importance of each source
     residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; v3's
@@ -153,18 +142,17 @@ def excess(e: ArmEvaluation, steps: Sequence[int]) -> None:
 
 
 def entropy(e: ArmEvaluation, _steps: Sequence[int]) -> None:
-    """The encoder's self-attention entropy at step 0 and after training (reported)."""
+    """The encoder's self-attention entropy at step 0 (reported)."""
     from tcrformer.training import measures
 
-    src = e.src[:ATTRIBUTION_STRINGS]
-    e.numbers["trained_entropy"] = measures.attention_entropy(e.model, src)
-    e.numbers["initial_entropy"] = measures.initial_attention_entropy(e.recipe, src)
+    e.numbers["initial_entropy"] = measures.initial_attention_entropy(
+        e.recipe, e.src[:ATTRIBUTION_STRINGS]
+    )
 
 
 # name -> what it adds, in the order an evaluation runs them
 EXTRAS: dict[str, Callable[[ArmEvaluation, Sequence[int]], None]] = {
     "beam": beam,
-    "importance": head_ablation,
     "attribution": attribution,
     "init": init,
     "snapshots": excess,
@@ -178,11 +166,6 @@ EXTRAS: dict[str, Callable[[ArmEvaluation, Sequence[int]], None]] = {
 def diverged(e: ArmEvaluation) -> float:
     n = e.numbers
     return float(n["heldout_fraction"] < DIVERGED_BELOW or not math.isfinite(n["final_loss"]))
-
-
-def forgetting(e: ArmEvaluation) -> float:
-    by_length = e.numbers["exact_by_length"]
-    return by_length[min(by_length)] - by_length[max(by_length)]
 
 
 def _at_room(e: ArmEvaluation, value: Callable[[dict], float]) -> float:
@@ -199,13 +182,6 @@ def has_room(e: ArmEvaluation) -> float:
 
 def beam_exact_gain(e: ArmEvaluation) -> float:
     return _at_room(e, lambda n: (n["beam_exact"] - n["greedy_exact"]) / len(e.src))
-
-
-def importance_rho(e: ArmEvaluation) -> float:
-    from tcrformer.training.measures import rank_correlation
-
-    heads = e.numbers["heads"]
-    return rank_correlation([h["antidiagonal"] for h in heads], [h["drop"] for h in heads])
 
 
 def residue_rho(e: ArmEvaluation) -> float:
@@ -270,11 +246,9 @@ class Metric:
 
 METRICS: dict[str, Metric] = {
     "diverged": Metric(diverged),
-    "forgetting": Metric(forgetting),
     "beam_net_wins": Metric(beam_net_wins, "beam"),
     "has_room": Metric(has_room, "beam"),
     "beam_exact_gain": Metric(beam_exact_gain, "beam"),
-    "importance_rho": Metric(importance_rho, "importance"),
     "residue_rho": Metric(residue_rho, "attribution"),
     "top1_agreement": Metric(last_layer_top1, "attribution"),
     "mass_on_top": Metric(last_layer_mass_on_top, "attribution"),

@@ -17,11 +17,12 @@ of paired binary outcomes; every other by the exact sign-flip test, with a t-tes
 against the margin in the claim's direction, p_support and p_refute, and a 95 % interval by
 inverting the same test. The smaller p-value of each experiment enters one Holm step-down
 family at `alpha`; a rejected claim is SUPPORTED or NOT SUPPORTED by the side of its
-p-value, every other claim INCONCLUSIVE. Each interval is also given at its Holm step's
-level (1 - 2 alpha / (k - rank)), so the interval and the adjusted decision agree.
+p-value, every other claim INCONCLUSIVE. Each interval is also given at its Holm level
+(confidence 1 - 2 alpha / (k - rank); after Holm stops, the stopping step's), so the
+interval excludes the margin exactly when Holm rejects.
 
 A seed whose value is missing (NaN, a run that left no number) in any arm leaves the pairs,
-and the effect counts it (`seeds`: used, run).
+and the effect counts it (`seeds`: used, run); an infinite value stops the test (exact.py).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class Effect(exact.Sides):
 
 
 def _used(all_d: np.ndarray) -> np.ndarray:
-    return all_d[np.isfinite(all_d)]
+    """The seeds with a value (NaN: none); an infinite value stays, for the test to refuse."""
+    return all_d[~np.isnan(all_d)]
 
 
 def interval(name: str, d: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -147,15 +149,9 @@ def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: s
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure: which hypotheses are rejected at family-wise `alpha`.
-    The i-th smallest p-value is compared with alpha / (m - i); the first that fails stops."""
-    order = np.argsort(p_values, kind="stable")
-    rejected = [False] * len(p_values)
-    for rank, index in enumerate(order):
-        if p_values[index] > alpha / (len(p_values) - rank):
-            break
-        rejected[index] = True
-    return rejected
+    """Holm's step-down procedure: which hypotheses are rejected at family-wise `alpha`
+    (each p-value at most its Holm level; holm_levels)."""
+    return [p <= level for p, level in zip(p_values, holm_levels(p_values, alpha), strict=True)]
 
 
 def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:

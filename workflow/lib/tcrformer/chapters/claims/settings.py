@@ -1,8 +1,7 @@
 """The `claims:` config section (config/claims.yaml), typed; bad values name their key.
 
 An arm is the paper's recipe (the `reversal:` keys) with the arm's keys changed, then
-`claims.overrides` laid over every arm; a sweep picks one key of an arm from other arms'
-validation results; each claim names its arms in its `test`.
+`claims.overrides` laid over every arm; each claim names its arms in its `test`.
 """
 
 from __future__ import annotations
@@ -28,6 +27,11 @@ from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
 POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (tools/claims_power.py)
 TRAINED = ("experiment", "check")  # the kinds of claim whose arms are trained
+# The reviews of the design a registration records (their sha256), before any arm trains.
+REVIEWS = ("docs/claims_v4_review.md", "docs/claims_v4_review_final.md")
+# The speed benchmark trains no arm and times native kernels: portable mode would run the
+# GRU on MKL's slower COMPATIBLE branch against the Transformer's own kernels.
+BENCHMARK_NUMERICS = {"mode": "native"}
 ARM_KEYS = ("arm", "reference")  # test keys that name arms (a name or a list of names)
 
 
@@ -90,23 +94,6 @@ def _experiment(recipe: Recipe) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Sweep:
-    name: str
-    arms: tuple[str, ...]  # the arms whose key the sweep sets
-    key: str
-    candidates: tuple[str, ...]  # arms that differ in that key, in the grid's order
-    seeds: tuple[int, ...]
-    maximise: str  # the validation metric, median over the seeds
-    above: tuple[str, ...] = ()  # trained when the best candidate is the grid's last
-    below: tuple[str, ...] = ()  # trained when it is the first
-
-    @property
-    def every_candidate(self) -> tuple[str, ...]:
-        """The grid with its extensions, in the key's order."""
-        return (*self.below, *self.candidates, *self.above)
-
-
-@dataclass(frozen=True)
 class Settings:
     seeds: tuple[int, ...]
     check_seeds: tuple[int, ...]
@@ -119,8 +106,8 @@ class Settings:
     cost_lengths: tuple[int, ...]
     speed: dict[str, int]  # the recurrent speed benchmark: length, threads, steps, blocks
     arms: dict[str, Recipe]  # name -> the arm's recipe (seed: the paper's; each job sets its own)
-    sweeps: dict[str, Sweep]
     claims: tuple[Claim, ...]
+    version: int = 4  # the claims protocol (docs/claims.md)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -139,19 +126,6 @@ class Settings:
                 arms[name] = recipe_from_config(reversal)
             except ConfigError as err:
                 raise ConfigError(f"claims.arms.{name}", changes, err.problem) from None
-        sweeps = {
-            name: Sweep(
-                name,
-                tuple(raw["arms"]),
-                raw["key"],
-                tuple(raw["candidates"]),
-                tuple(raw["seeds"]),
-                raw["maximise"],
-                tuple((raw.get("extend") or {}).get("above") or ()),
-                tuple((raw.get("extend") or {}).get("below") or ()),
-            )  # fmt: skip
-            for name, raw in (section.get("sweeps") or {}).items()
-        }
         settings = cls(
             seeds=tuple(section["seeds"]),
             check_seeds=tuple(section.get("check_seeds") or section["seeds"]),
@@ -164,7 +138,7 @@ class Settings:
             cost_lengths=tuple(section["cost_lengths"]),
             speed=dict(section["speed"]),
             arms=arms,
-            sweeps=sweeps,
+            version=int(section.get("version", 4)),
             claims=tuple(
                 _clamped(
                     Claim(**{**raw, "precondition": tuple(raw.get("precondition") or ())}),
@@ -211,14 +185,9 @@ class Settings:
                         f"{where}.precondition[{j}].check", check.get("check"),
                         f"must be one of {', '.join(PRECONDITIONS)}",
                     )  # fmt: skip
-                if check["check"] == "sweep_interior" and check.get("sweep") not in self.sweeps:
-                    raise ConfigError(
-                        f"{where}.precondition[{j}].sweep", check["sweep"], "names no sweep"
-                    )
-        for name, sweep in self.sweeps.items():
-            for arm in (*sweep.arms, *sweep.every_candidate):
-                if arm not in self.arms:
-                    raise ConfigError(f"claims.sweeps.{name}", arm, "names no arm of claims.arms")
+        if not set(self.check_seeds) <= set(self.seeds):
+            problem = "must be among claims.seeds (a check pairs its arms by seed)"
+            raise ConfigError("claims.check_seeds", list(self.check_seeds), problem)
         if "baseline" not in self.arms:
             raise ConfigError("claims.arms", sorted(self.arms), "needs a baseline arm")
 
@@ -254,26 +223,16 @@ class Settings:
         steps = {s for c in self.claims if arm in c.arms() for s in c.test.get("snapshots", ())}
         return tuple(sorted(steps))
 
-    def sweep_of(self, arm: str) -> Sweep | None:
-        """The sweep that sets a key of this arm, if any."""
-        return next((s for s in self.sweeps.values() if arm in s.arms), None)
-
     def used_arms(self) -> list[str]:
         """The arms some claim trains (a benchmark times its arms' recipes, and trains none),
-        or some sweep sets or may train, in the order of claims.arms (a sweep's extensions
-        are trained only when its choice asks for them)."""
+        in the order of claims.arms."""
         used = {arm for c in self.claims if c.kind in TRAINED for arm in c.arms()} | {"baseline"}
-        for sweep in self.sweeps.values():
-            used |= {*sweep.arms, *sweep.candidates}
         return [arm for arm in self.arms if arm in used]
 
     def seeds_of(self, arm: str) -> tuple[int, ...]:
-        """A sweep's candidates run the sweep's seeds; an arm that only checks read, the
-        check seeds; every other arm the leading claims.seeds, as many as the claims reading
-        it ask (their test's `seeds`; default all)."""
-        for sweep in self.sweeps.values():
-            if arm in sweep.every_candidate:
-                return sweep.seeds
+        """An arm that only checks read runs the check seeds; every other arm the leading
+        claims.seeds, as many as the claims reading it ask (their test's `seeds`; default
+        all)."""
         readers = [c for c in self.claims if arm in c.arms() and c.kind in TRAINED]
         if readers and all(c.kind == "check" for c in readers):
             return self.check_seeds
@@ -307,11 +266,21 @@ class Settings:
     def decision_context(self, claim: Claim) -> dict[str, Any]:
         """The settings outside the claim that decide its verdict: the family's alpha, the
         evaluation (strings, their seeds, the beam's width) and the seeds each arm trains."""
-        return {
+        context = {
             "alpha": self.alpha, "eval_n": self.eval_n, "beam_width": self.beam_width,
             "eval_seed_per_seed": self.eval_seed_per_seed,
             "seeds": {arm: list(self.seeds_of(arm)) for arm in claim.arms()},
         }  # fmt: skip
+        effect = claim.test.get("effect")
+        context.update({"draws": self.draws} if effect == "draws_share" else {})
+        context.update({"cost_lengths": list(self.cost_lengths)} if effect == "quadratic" else {})
+        if effect == "speed":
+            context.update(speed=self.speed, numerics=BENCHMARK_NUMERICS)
+        return context
+
+    def benchmark_numerics(self, numerics: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's numerics as the speed benchmark times in them (BENCHMARK_NUMERICS)."""
+        return {**numerics, **BENCHMARK_NUMERICS}
 
     def registration(self) -> dict[str, str]:
         """{claim id: digest}: what a registration before training fixes."""

@@ -9,10 +9,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tcrformer.chapters.claims.v4_metrics import GREEDY_ROOM
+
 KIND_TITLES = {
     "experiment": "Experiments (paired over seeds; one Holm family of those testable here)",
     "analytic": "Analytic (no training)",
-    "check": "Checks (identities and Monte-Carlo quantities: HOLDS or FAILS, counted apart)",
+    "check": "Checks (identities, Monte-Carlo quantities and bounds every seed of a trained arm "
+    "must meet: HOLDS or FAILS, counted apart)",
     "benchmark": "Benchmarks (this machine)",
 }
 CHANGED = "CHANGED after registration"
@@ -45,9 +48,18 @@ def regime(claim, recipes: Mapping[str, Any]) -> str:
     return "; ".join(dict.fromkeys(shapes))
 
 
+def planned_seeds(plan: Mapping[str, Any] | None, claim_id: str) -> float:
+    """The seeds the power plan (config/claims_power.yaml) asks of a claim; nan where it has
+    no row for it (a claim out of the Holm family by design, or no experiment) or no count."""
+    seeds = ((plan or {}).get("claims") or {}).get(claim_id, {}).get("seeds")
+    return math.nan if seeds is None else float(seeds)
+
+
 def table_rows(settings, decisions, registration, plan=None, code=None) -> list[dict[str, Any]]:
+    """One row per claim (claims.csv); `seeds` and `seeds_run`: the seeds the effect used
+    and ran (an experiment's own count, Settings.seeds_of of its arms, the leading `seeds`
+    of its test), `predicted`: the verdict registered before the run."""
     rows = []
-    planned = (plan or {}).get("claims", {})
     for claim in settings.claims:
         decision = decisions[claim.id]
         found = decision.effect
@@ -73,11 +85,13 @@ def table_rows(settings, decisions, registration, plan=None, code=None) -> list[
             "disagree": bool(found.disagree) if found else False,
             "holm": decision.adjusted,
             "seeds": found.seeds[0] if found else math.nan,
-            "seeds_planned": planned.get(claim.id, {}).get("seeds", math.nan),
+            "seeds_run": found.seeds[1] if found else math.nan,
+            "seeds_planned": planned_seeds(plan, claim.id),
             "regime": regime(claim, settings.arms),
             "precondition": decision.precondition,
             "measured": decision.measured,
             "verdict": decision.verdict,
+            "predicted": claim.predicted,
             "registered": registration_mark(claim, registration, settings.arms, code,
                                             settings.decision_context(claim)),
         })  # fmt: skip
@@ -100,6 +114,35 @@ def _p_cell(r) -> str:
     return f"{_number(r.p_value)}{error} ({r.method.replace('_', ' ')})"
 
 
+def _verdict_cell(r, mark: str = "") -> str:
+    """'**INCONCLUSIVE** ≠ predicted' where the verdict is not the registered prediction."""
+    differs = " ≠ predicted" if r.predicted and r.verdict != r.predicted else ""
+    return f"**{r.verdict}**{differs}{mark}"
+
+
+def _seeds_cell(r) -> str:
+    """'24/24 (plan 18)': the seeds used of those run, and the power plan's count."""
+    if math.isnan(r.seeds):
+        return "—"
+    cell = f"{r.seeds:g}/{r.seeds_run:g}"
+    return cell if math.isnan(r.seeds_planned) else f"{cell} (plan {r.seeds_planned:g})"
+
+
+def _seed_counts(table: pd.DataFrame, settings) -> str:
+    """How many seeds the experiments ran: their range, each claim's in the table."""
+    run = table.loc[(table["kind"] == "experiment") & table["seeds_run"].notna(), "seeds_run"]
+    if not len(run):
+        ran = "No experiment ran any seed"
+    elif run.min() == run.max():
+        ran = f"Each experiment ran {run.min():g} seeds"
+    else:
+        ran = f"The experiments ran {run.min():g} to {run.max():g} seeds (each its own)"
+    return (
+        f"{ran}, the leading ones of the {len(settings.seeds)} in `claims.seeds` (the column "
+        f"seeds: used/run); arms only checks read ran {len(settings.check_seeds)}."
+    )
+
+
 def _beside(r) -> str:
     """The secondary test's p-value: 't-test 0.004', with ≠ where it differs at Holm."""
     if not r.secondary:
@@ -107,24 +150,25 @@ def _beside(r) -> str:
     return f"{r.secondary.split(' ')[0]} {_number(r.secondary_p)}{' ≠' if r.disagree else ''}"
 
 
-def claims_markdown(
-    table: pd.DataFrame, settings, registration: Mapping[str, Any], sweeps: Mapping[str, Any]
-) -> str:
+def claims_markdown(table: pd.DataFrame, settings, registration: Mapping[str, Any]) -> str:
+    """claims.md: the table by kind, with each claim's seeds and its registered prediction
+    (≠ predicted marks a verdict that differs), under the claims file's version."""
     family = int(table["holm"].sum())
     lines = [
-        "# Claims: what the seeds say, tested (protocol version 4)",
+        f"# Claims: what the seeds say, tested (claims version {settings.version})",
         "",
-        f"Experiment arms ran {len(settings.seeds)} seeds, arms only checks read "
-        f"{len(settings.check_seeds)}. Every criterion and the decision code were registered "
+        f"{_seed_counts(table, settings)} Every criterion, its predicted verdict and the "
+        "decision code were registered "
         f"(`registration.json`, claims file sha256 "
         f"`{(registration or {}).get('claims_file_sha256', '?')[:12]}…`) before the first arm "
-        "trained, and are evaluated by code. A claim whose manipulation check fails is NOT "
-        "TESTABLE HERE. Experiments: per-seed paired values, exact tests against each margin "
+        "trained, and are evaluated by code. A claim whose manipulation check fails, or that "
+        "cannot be tested here by design, is NOT TESTABLE HERE. Experiments: per-seed paired "
+        "values, exact tests against each margin "
         "(the sign-flip test, or the exact unconditional test of paired binary outcomes), Holm "
         f"at alpha {settings.alpha:g} over the {family} experiments testable here; intervals by "
         "inverting the same test, at 95 % and at each claim's Holm level. Beside each, a "
         "secondary test (a t-test; McNemar's at margin 0); ≠ marks a t-test that differs on "
-        "rejection at the Holm level.",
+        "rejection at the Holm level, ≠ predicted a verdict other than the one registered.",
         "",
     ]
     if settings.reduced:
@@ -135,7 +179,7 @@ def claims_markdown(
     short = table[table["seeds"] < table["seeds_planned"]]
     if len(short):
         lines += ["**Fewer seeds than the power plan asks** (config/claims_power.yaml): "
-                  + ", ".join(f"{r.id} ran {r.seeds:g} of {r.seeds_planned:g}"
+                  + ", ".join(f"{r.id} used {r.seeds:g} of {r.seeds_planned:g}"
                               for r in short.itertuples(index=False)) + ".", ""]  # fmt: skip
     counts = ", ".join(
         f"{kind}: " + ", ".join(f"{n} {v}" for v, n in group["verdict"].value_counts().items())
@@ -143,7 +187,7 @@ def claims_markdown(
     )
     lines += [f"Verdicts by kind: {counts}.", ""]
     header = ["id", "claim", "effect", "95 % CI", "Holm-level CI", "margin", "p (test)",
-              "beside", "seeds", "verdict"]  # fmt: skip
+              "beside", "seeds", "predicted", "verdict"]  # fmt: skip
     for kind, title in KIND_TITLES.items():
         rows = table[table["kind"] == kind]
         if not len(rows):
@@ -152,28 +196,15 @@ def claims_markdown(
         for r in rows.itertuples(index=False):
             margin = "—" if math.isnan(r.margin) else f"{r.direction} {r.margin:g}"
             mark = "" if r.registered == "as registered" else f" ({r.registered})"
-            seeds = "—" if math.isnan(r.seeds) else f"{r.seeds:g}"
-            if not math.isnan(r.seeds_planned):
-                seeds += f" (plan {r.seeds_planned:g})"
             cells = [f"`{r.id}`", r.claim, _number(r.estimate), _interval(r.ci_low, r.ci_high),
                      _interval(r.holm_ci_low, r.holm_ci_high), margin, _p_cell(r), _beside(r),
-                     seeds, f"**{r.verdict}**{mark}"]  # fmt: skip
+                     _seeds_cell(r), r.predicted or "—", _verdict_cell(r, mark)]  # fmt: skip
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         lines += ["", "Measured (regime; manipulation check; numbers):", ""]
         for r in rows.itertuples(index=False):
             situation = f" Manipulation check {r.precondition}." if r.precondition else ""
             lines.append(f"- `{r.id}` ({r.regime or 'no training'}).{situation} {r.measured}")
         lines.append("")
-    for choice in (sweeps or {}).values():
-        lines.append(
-            f"Sweep `{choice['sweep']}`: {choice['key']} = {choice['value']:g} for "
-            f"{', '.join(f'`{a}`' for a in choice['arms'])} (candidate `{choice['chosen']}`, "
-            f"best median {choice['validation']['metric']} on the validation strings over "
-            f"seeds {choice['seeds']}: "
-            + ", ".join(f"{a} {m:.4g}" for a, m in choice["validation"]["median"].items())
-            + ("; still at the edge of the grid" if choice["at_edge"] else "")
-            + ")."
-        )
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -205,8 +236,16 @@ def _median_of(seeds: Sequence[Mapping[str, Any]], key: str) -> float | None:
     return float(np.median(values)) if values else None
 
 
+def _used_of_run(row) -> list[int] | None:
+    """[used, run]: the seeds an experiment's effect used and ran (None without an effect)."""
+    if math.isnan(row["seeds"]):
+        return None
+    return [int(row["seeds"]), int(row["seeds_run"])]
+
+
 def figure_data(settings, metrics, histories, analytic_results, benchmarks, table):
-    """What the figures draw; of the benchmarks (by claim), the first claim's of each rule."""
+    """What the figures draw; of the benchmarks (by claim), the first claim's of each rule;
+    `seeds`: {arm: the seeds it ran (Settings.seeds_of)} of the arms that trained."""
     every = 10
     experiments = [c for c in settings.claims if c.kind == "experiment"]
     rows = table.set_index("id")
@@ -220,7 +259,11 @@ def figure_data(settings, metrics, histories, analytic_results, benchmarks, tabl
 
     return {
         "reduced": settings.reduced,
-        "seeds": len(settings.seeds),
+        "seeds": {
+            arm: len(settings.seeds_of(arm))
+            for arm in settings.arms
+            if arm in metrics or arm in histories
+        },  # fmt: skip
         "eval_n": settings.eval_n,
         "verdicts": dict(zip(table["id"], table["verdict"], strict=True)),
         "claim_arms": {c.id: [a for a in c.arms() if a in histories] for c in experiments},
@@ -238,6 +281,7 @@ def figure_data(settings, metrics, histories, analytic_results, benchmarks, tabl
                 else float(rows.loc[c.id, "ci_high"]),
                 "margin": float(c.test["margin"]),
                 "direction": c.test["direction"],
+                "seeds": _used_of_run(rows.loc[c.id]),
             }
             for c in experiments
         ],  # fmt: skip
@@ -261,6 +305,7 @@ def figure_data(settings, metrics, histories, analytic_results, benchmarks, tabl
         "beam_step": {
             arm: [s.get("beam_step") for s in metrics[arm]] for arm in arms_of("beam_net_wins")
         },  # fmt: skip
+        "greedy_room": list(GREEDY_ROOM),
         "beam": {
             arm: {
                 k: _median_of(metrics[arm], k)

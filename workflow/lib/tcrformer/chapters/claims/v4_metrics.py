@@ -10,10 +10,11 @@ residue), over its n source residues j:
 
 the chance that the most-attended residue is the most important one, both ties broken at
 random. Rows whose largest importance is below `min_importance` have no residue that
-matters and are left out. The seed's value is the mean over the rows used. Beside it:
-mass_on_top, the attention on I_r (shared evenly among ties). The claim's manipulation
-check, top_defined: the share of residue steps whose largest importance is at least twice
-the second.
+matters and are left out. The seed's value is the mean over the rows used. Reported beside
+it: mass_on_top, the attention on I_r (shared evenly among ties), and top_defined, the share
+of residue steps whose largest importance is at least twice the second. Neither decides
+anything: the attention claim is NOT TESTABLE HERE by design (its `by_design` precondition
+in config/claims.yaml: in reversal, attention and importance coincide by the task).
 
 Beam, net wins. Per string: a tie when the outputs agree through <eos> or score alike;
 otherwise an output that never wrote <eos> loses to one that did (a cut-off output's score
@@ -70,7 +71,7 @@ TOP_RATIO = 2.0  # a residue step's top is defined when its importance is this x
 def top_defined(importance, min_importance: float = MIN_IMPORTANCE) -> float:
     """The share of residue steps (rows of importance, (rows, n)) with one residue that
     matters: the largest importance at least MIN_IMPORTANCE and TOP_RATIO times the second
-    largest (the attention claim's manipulation check: a top to agree with)."""
+    largest (reported beside the attention claim, whose verdict it does not decide)."""
     importance = np.sort(np.asarray(importance, float), axis=-1)
     top, second = importance[:, -1], importance[:, -2]
     return float(np.mean((top >= min_importance) & (top >= TOP_RATIO * second)))
