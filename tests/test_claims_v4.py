@@ -9,13 +9,16 @@ import math
 import numpy as np
 import pytest
 
+from tcrformer.chapters.claims import protocol
 from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
-from tcrformer.chapters.claims.v4_metrics import (
-    beam_outcomes,
-    mass_on_top,
-    top1_agreement,
-    verdict_alone,
-)
+from tcrformer.chapters.claims.v4_metrics import beam_outcomes, mass_on_top, top1_agreement
+
+
+def verdict_alone(d, margin: float, direction: str) -> str:
+    """A seed-mean claim's verdict by the pipeline's own rule, as a family of one."""
+    found = protocol.effect("seed_mean", [np.asarray(d, float)], margin, direction)
+    return protocol.decide({"claim": found}, 0.05)[0]["claim"]
+
 
 # Attention: top-1 agreement, controls -----------------------------------------------------------
 

@@ -29,9 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tcrformer.chapters.claims.exact import sign_flip_p
-from tcrformer.chapters.claims.kinds import INCONCLUSIVE, REFUTED, SUPPORTED
-
 MIN_IMPORTANCE = 1e-3  # nats: a row whose largest importance is below has no top residue
 
 
@@ -102,16 +99,3 @@ def room_step(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | No
     low, high = room
     return next((step for step in sorted(greedy_exact) if low <= greedy_exact[step] <= high),
                 None)  # fmt: skip
-
-
-def verdict_alone(d, margin: float, direction: str, alpha: float = 0.05) -> str:
-    """One experiment's verdict as a family of one: SUPPORTED or NOT SUPPORTED when the
-    exact sign-flip test rejects at alpha on that side, else INCONCLUSIVE."""
-    if direction not in ("greater", "less"):
-        raise ValueError(f"direction {direction!r}: greater or less")
-    other = "less" if direction == "greater" else "greater"
-    if sign_flip_p(d, margin, direction) <= alpha:
-        return SUPPORTED
-    if sign_flip_p(d, margin, other) <= alpha:
-        return REFUTED
-    return INCONCLUSIVE
