@@ -1,14 +1,15 @@
 """Power of the golden check: how often it FAILs a run whose training code is broken.
 
-    snakemake --cores 2 power       # results/<run>/power/: power.csv, power.md, power.yaml
+    snakemake --cores 2 power --config run=golden_v3_power    # results/golden_v3_power/power/
+    python -m tools.golden power results/golden_v3_power/power  # config/golden/v3/power.csv
 
 A band wide enough never to fail a correct run could also never catch a broken one. Each
 fault below is a change to the code, made in this harness alone by patching the library in
 the one process that trains and evaluates (never a config option, so a user cannot switch
 it on). The rule `golden_power` trains the paper recipe with one fault for one seed through
-the chapter's own compute functions, writing the reversal chapter's values.json; the rule
-`golden_power_summary` (golden_power_summary.py) judges every run with the committed
-golden file and bands, and counts how often each fault FAILs.
+the chapter's own compute functions, writing the reversal chapter's values.json. Offline,
+once every registered run is done, `tools.golden power` judges each run with the committed
+bands and counts how often each fault FAILs, with an exact interval.
 """
 
 import contextlib

@@ -172,6 +172,26 @@ def test_the_power_table_judges_each_faulty_run(tmp_path):
     assert summary.loc["slow", "caught"] == 1 and summary.loc["none", "caught"] == 0
 
 
+def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys, monkeypatch):
+    """Power is judged once, on all of the faults and seeds registered in
+    bench/golden_power.py: an unfinished run stops it with one line, and nothing is written."""
+    faults, seeds = method.registered_faults()
+    assert len(faults) >= 5 and len(seeds) >= 8  # the issue's floor
+    for fault in faults:
+        for seed in seeds:
+            (tmp_path / fault / f"seed{seed}").mkdir(parents=True)
+    last = tmp_path / faults[-1] / f"seed{seeds[-1]}"
+    assert len(method.missing_runs(tmp_path, faults, seeds)) == len(faults) * len(seeds)
+    for folder in tmp_path.glob("*/seed*"):
+        if folder != last:
+            (folder / "values.json").write_text("{}")
+    assert method.missing_runs(tmp_path, faults, seeds) == [f"{faults[-1]}/seed{seeds[-1]}"]
+    monkeypatch.setattr(method, "FOLDER", tmp_path / "v3")  # where power.csv would go
+    assert method.main(["power", str(tmp_path)]) == 1
+    assert f"{faults[-1]}/seed{seeds[-1]}" in capsys.readouterr().err
+    assert not (tmp_path / "v3").exists()
+
+
 def test_validation_counts_fails_with_an_exact_interval_and_writes_its_record(tmp_path):
     """A held-out ensemble folder (as the ensemble target writes it) judged by the bands: a
     seed pushed out of one band FAILs on that key alone; the record says so."""

@@ -383,6 +383,26 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Pa
     return path
 
 
+def registered_faults() -> tuple[list[str], tuple[int, ...]]:
+    """The power faults and seeds bench/golden_power.py registered (its tables, not its code)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("golden_power", ROOT / "bench/golden_power.py")
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    return list(harness.FAULTS), harness.SEEDS
+
+
+def missing_runs(runs: Path, faults: Sequence[str], seeds: Sequence[int]) -> list[str]:
+    """The registered runs without a values.json: power is judged once, on all of them."""
+    return [
+        f"{fault}/seed{seed}"
+        for fault in faults
+        for seed in seeds
+        if not (Path(runs) / fault / f"seed{seed}" / "values.json").exists()
+    ]
+
+
 def power_table(runs: Path, bands: Mapping[str, golden.Band]) -> pd.DataFrame:
     """One row per faulty run: its statistics and the keys that FAIL it."""
     rows, eval_n = [], recipe_inputs()[2]
@@ -462,6 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.verb == "validate":
         print(validate_command(dict(e.split("=", 1) for e in args.ensembles)))
     else:
+        missing = missing_runs(args.runs, *registered_faults())
+        if missing:
+            print(f"{args.runs}: {len(missing)} registered power runs are not finished "
+                  f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); "
+                  "nothing judged", file=sys.stderr)  # fmt: skip
+            return 1
         table = power_table(args.runs, read_bands())
         table.to_csv(FOLDER / "power_runs.csv", index=False)
         summary = power_summary(table, pd.read_csv(FOLDER / "fitting.csv"))
