@@ -170,6 +170,12 @@ def test_the_power_table_judges_each_faulty_run(tmp_path):
     assert table.loc["none", "failed"] == ""
     summary = method.power_summary(method.power_table(tmp_path, bands)).set_index("fault")
     assert summary.loc["slow", "caught"] == 1 and summary.loc["none", "caught"] == 0
+    for fault, model in (("slow", "CPU A"), ("none", "CPU B")):
+        numerics = {"cpu": {"model": model}, "mode": "portable"}
+        (tmp_path / fault / "seed1/numerics.json").write_text(json.dumps(numerics))
+    record = method.power_record(tmp_path, "the command")
+    assert record["provenance"]["command"] == "the command" and record["runs"] == 2
+    assert record["machines"] == {"CPU A": 1, "CPU B": 1} and record["numerics"] == {"portable": 2}
 
 
 def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys, monkeypatch):

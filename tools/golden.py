@@ -31,6 +31,7 @@ import json
 import math
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -403,6 +404,18 @@ def missing_runs(runs: Path, faults: Sequence[str], seeds: Sequence[int]) -> lis
     ]
 
 
+def power_record(runs: Path, command: str) -> dict[str, Any]:
+    """power.csv's provenance: the judging command and commit, and the machines and numerics
+    the faulty runs trained on (from each run's numerics.json)."""
+    found = [json.loads(p.read_text()) for p in sorted(Path(runs).glob("*/seed*/numerics.json"))]
+    return {
+        "provenance": provenance(command),
+        "runs": len(found),
+        "machines": dict(Counter(n["cpu"]["model"] for n in found)),
+        "numerics": dict(Counter(n["mode"] for n in found)),
+    }
+
+
 def power_table(runs: Path, bands: Mapping[str, golden.Band]) -> pd.DataFrame:
     """One row per faulty run: its statistics and the keys that FAIL it."""
     rows, eval_n = [], recipe_inputs()[2]
@@ -492,6 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.to_csv(FOLDER / "power_runs.csv", index=False)
         summary = power_summary(table, pd.read_csv(FOLDER / "fitting.csv"))
         summary.to_csv(FOLDER / "power.csv", index=False)
+        record = power_record(args.runs, f"python -m tools.golden power {args.runs}")
+        (FOLDER / "power.yaml").write_text(yaml.safe_dump(record, sort_keys=False, width=100))
         print(summary.to_string(index=False))
     return 0
 
