@@ -791,6 +791,8 @@ def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monk
     assert rows["sqrt_dk_jacobian"]["changed"]
     assert rows["attention_importance"]["revision"] == revisions["attention_importance"] != ""
     assert sum(r["changed"] for r in rows.values()) == 4
+    gone = archive.verdict_changes(v2, {}, {})  # a claim the later file no longer has
+    assert {r["revision"] for r in gone} == {archive.REMOVED} and all(r["changed"] for r in gone)
     monkeypatch.chdir(tmp_path)
     claims = str(ROOT / "results/archive/claims_v3.yaml")
     v2_archive = str(ROOT / "results/archive/claims_v2.tar.gz")

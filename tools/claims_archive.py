@@ -121,6 +121,9 @@ def run_table(results: Path) -> dict[str, dict[str, str]]:
         return {row["id"]: row for row in csv.DictReader(handle)}
 
 
+REMOVED = "removed: not in the later version's claims file"
+
+
 def verdict_changes(before: dict, after: dict, revisions: dict[str, str]) -> list[dict[str, str]]:
     """One row per claim of either table: its kind and verdict before and after, whether
     the verdict changed, and the revision note (what the later version changed, and why)."""
@@ -129,8 +132,9 @@ def verdict_changes(before: dict, after: dict, revisions: dict[str, str]) -> lis
         old, new = before.get(claim, {}), after.get(claim, {})
         said = {k: f"{row['verdict']} ({row['kind']})" if row else "—"
                 for k, row in (("before", old), ("after", new))}  # fmt: skip
+        revision = revisions.get(claim) or ("" if new else REMOVED)
         rows.append({"id": claim, **said, "changed": said["before"] != said["after"],
-                     "revision": revisions.get(claim, "")})  # fmt: skip
+                     "revision": revision})  # fmt: skip
     return rows
 
 
