@@ -42,17 +42,43 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def run_fingerprint(*args: str, env: dict | None = None, patch: str = "") -> dict:
-    """`python -m tcrformer.training.fingerprint --config config/config.yaml *args` in a
-    fresh process (its numerics pinned there) -> its JSON; `patch`: statements run on
-    tcrformer.core.blas first (a missing library, another kernel family)."""
+def run_fingerprint(
+    *args: str, env: dict | None = None, patch: str = "", config: Path = ROOT / "config/config.yaml"
+) -> dict:  # fmt: skip
+    """`python -m tcrformer.training.fingerprint --config config *args` in a fresh process
+    (its numerics pinned there) -> its JSON; `patch`: statements run on tcrformer.core.blas
+    first (a missing library, another kernel family)."""
     code = "from tcrformer.training import fingerprint\nfingerprint.main()"
     command = [sys.executable, "-c", f"from tcrformer.core import blas\n{patch}\n{code}"]
-    command += ["--config", str(ROOT / "config/config.yaml"), *args]
+    command += ["--config", str(config), *args]
     environment = {**os.environ, **(env or {})}
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
+
+
+# Every claims arm's changes at once, in a config a few steps can run: each reversal key that
+# an arm some claim trains sets (Settings.used_arms; the speed benchmark's GRU trains none),
+# at that arm's value, except `steps` (the caller's), `stress_step` (moved inside the first
+# steps) and the two keys an arm sets to switch a piece off, which stay on so that dropout
+# and the clip run too. test_numerics and test_emulated_cpus check its bits.
+ARMS_KEPT_ON = ("dropout", "grad_clip")
+
+
+def claims_arms_config(folder: Path, stress_step: int = 2) -> Path:
+    from tcrformer.chapters.claims.settings import Settings
+
+    config = default_config()
+    arms = config["claims"]["arms"]
+    for arm in Settings.from_config(config).used_arms():
+        changes = arms[arm] or {}
+        config["reversal"].update(
+            {key: value for key, value in changes.items() if key not in ("steps", *ARMS_KEPT_ON)}
+        )
+    config["reversal"]["stress_step"] = stress_step
+    path = folder / "claims_arms.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 @pytest.fixture

@@ -5,9 +5,11 @@
 caches), and its AVX2 and FMA run in IEEE arithmetic. It does not run AVX-512, so the
 AVX-512 families stay with the real machines the suite runs on (tests/test_numerics.py,
 tests/test_products.py). Emulation is about 5,000x slower than the CPU, so the check is
-small: the 15 product cases, torch's own product in MKL under the portable pin, and 3 steps
-of the paper recipe at batch 16 over 2 ranks (forward, backward, dropout, the all-reduce,
-Adam), all against the hashes committed in tests/golden/numerics_fingerprint.json.
+small: the 15 product cases, torch's own product in MKL under the portable pin, 3 steps of
+the paper recipe at batch 16 over 2 ranks (forward, backward, dropout, the all-reduce,
+Adam), and 3 steps on 1 rank with every claims arm's changes at once (the claims run trains
+its arms portable, 1 rank each), all against the hashes committed in
+tests/golden/numerics_fingerprint.json.
 The negative control: left to itself (no MKL_CBWR), MKL rounds one product differently on
 the two models, as it does on real AMD and Intel CPUs; the pins are what makes them agree.
 
@@ -31,10 +33,11 @@ import pytest
 
 from tcrformer.core import numerics
 
-from conftest import ROOT
+from conftest import ROOT, claims_arms_config
 
 FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
 SHORT = FINGERPRINT["emulated"]
+ARMS = FINGERPRINT["claims_arms"]
 MODELS = {  # QEMU's CPU model: the brand string its cpuid gives
     "EPYC-Rome": "AMD EPYC-Rome Processor",  # AMD Zen 2, AVX2 only
     "Haswell": "Intel Core Processor (Haswell)",  # Intel, AVX2 only
@@ -44,6 +47,7 @@ JOBS = {  # what each model runs, in one emulated process each (the training sta
     "training": [
         f"--{key.replace('_', '-')}={SHORT[key]}" for key in ("steps", "batch_size", "ranks")
     ],
+    "claims_arms": [f"--{key.replace('_', '-')}={ARMS[key]}" for key in ("steps", "batch_size")],
     "mkl_on_its_own": ["--torch-product", "--mode", "native"],  # no pins: the control
 }
 QEMU = shutil.which("qemu-x86_64")
@@ -76,13 +80,15 @@ def emulated_python(model: str, folder: Path) -> Path:
 def emulated(tmp_path_factory) -> dict[tuple[str, str], dict]:
     """Every job on every model, all started at once: {(model, job): its JSON}."""
     folder = tmp_path_factory.mktemp("emulated")
+    configs = {"claims_arms": claims_arms_config(folder)}  # the others run config/config.yaml
     control_env = {k: v for k, v in os.environ.items() if k not in numerics.PORTABLE_ENV}
     started = {}
     for model in MODELS:
         python = emulated_python(model, folder / model)
         for job, args in JOBS.items():
+            config = configs.get(job, ROOT / "config/config.yaml")
             command = [str(python), "-m", "tcrformer.training.fingerprint",
-                       "--config", str(ROOT / "config/config.yaml"), *args]  # fmt: skip
+                       "--config", str(config), *args]  # fmt: skip
             env = control_env if job == "mkl_on_its_own" else os.environ
             out, err = (open(folder / f"{model}.{job}.{s}", "w+") for s in ("out", "err"))
             started[model, job] = (subprocess.Popen(command, stdout=out, stderr=err, env=env),
@@ -132,6 +138,14 @@ def test_a_short_two_rank_training_gives_the_committed_bits(emulated, model):
     )  # fmt: skip
     assert first_different is None, f"the losses differ from step {first_different} on"
     assert ours["weights_sha256"] == SHORT["weights_sha256"]  # Adam's steps 2 and 3 included
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_claims_arms_give_the_committed_bits(emulated, model):
+    ours = emulated[model, "claims_arms"]
+    assert (ours["ranks"], ours["batch_size"]) == (ARMS["ranks"], ARMS["batch_size"])
+    assert ours["losses_float32_hex"] == ARMS["losses_float32_hex"]
+    assert ours["weights_sha256"] == ARMS["weights_sha256"]
 
 
 def test_mkl_on_its_own_tells_the_two_cpus_apart(emulated):

@@ -19,7 +19,7 @@ import pytest
 from tcrformer.core import blas, cpuid, numerics
 from tcrformer.core.config import ConfigError
 
-from conftest import ROOT, run_fingerprint
+from conftest import ROOT, claims_arms_config, run_fingerprint
 
 FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
 HOSTILE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2", "OMP_NUM_THREADS": "1"}
@@ -82,6 +82,21 @@ def test_the_short_fingerprint_of_the_emulated_cpus_holds_here():
                            str(short["batch_size"]), "--ranks", str(short["ranks"]))  # fmt: skip
     assert ours["losses_float32_hex"] == short["losses_float32_hex"]
     assert ours["weights_sha256"] == short["weights_sha256"]
+
+
+@needs_avx2
+def test_the_claims_arms_fingerprint_holds_here(tmp_path):
+    """Every claims arm's changes in one short run (conftest.claims_arms_config: 6 + 6 Pre-LN
+    layers, no warm-up, unscaled scores, no positions, PyTorch's own init, a fixed training
+    set, no smoothing, the bad batch and its clip), as tests/test_emulated_cpus.py runs it."""
+    arms = FINGERPRINT["claims_arms"]
+    config = claims_arms_config(tmp_path)
+    ours = run_fingerprint(
+        "--steps", str(arms["steps"]), "--batch-size", str(arms["batch_size"]), config=config
+    )
+    assert ours["losses_float32_hex"] == arms["losses_float32_hex"]
+    assert ours["weights_sha256"] == arms["weights_sha256"]
+    assert arms["weights_sha256"] != FINGERPRINT["emulated"]["weights_sha256"]  # not the recipe's
 
 
 @needs_avx2
