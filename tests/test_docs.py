@@ -1,9 +1,11 @@
 """The docs a newcomer reads are short and true to the tree: the README fits in two minutes,
-and every link and every repository path the docs name exists."""
+every link and every repository path the docs name exists, and a verdict table a doc prints
+is the one its archived run wrote."""
 
 from __future__ import annotations
 
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,74 @@ def test_the_path_check_finds_a_missing_path(tmp_path):
     doc.write_text("See [the map](docs/no_such_map.md) and `config/golden/seed_values.yaml`.")
     assert named_paths(doc) == ["docs/no_such_map.md", "config/golden/seed_values.yaml"]
     assert not (ROOT / "docs/no_such_map.md").exists()
+
+
+# Where a doc prints a finished claims run's verdict table: (doc, the heading of its section,
+# the run's archive). Each cell the doc prints must be the cell the run's own claims.md has.
+VERDICT_TABLES = [
+    ("results/archive/README.md", "#### The v2 run", "results/archive/claims_v2.tar.gz"),
+    ("results/archive/README.md", "#### The v3 verdicts", "results/archive/claims_v3.tar.gz"),
+]
+
+
+def section(text: str, heading: str) -> str:
+    """The lines under `heading`, up to the next heading of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    for end in range(start, len(lines)):
+        hashes = len(lines[end]) - len(lines[end].lstrip("#"))
+        if 0 < hashes <= level and lines[end][hashes : hashes + 1] == " ":
+            return "\n".join(lines[start:end])
+    return "\n".join(lines[start:])
+
+
+def table_rows(text: str) -> dict[str, dict[str, str]]:
+    """Every row of the Markdown tables in `text` that have a verdict column, keyed by its first
+    cell, as {header: cell}."""
+    rows, header = {}, None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif "verdict" in header and not set(line) <= set("|-: "):
+            rows[cells[0].strip("`")] = dict(zip(header, cells, strict=False))
+    return rows
+
+
+def run_table(archive: Path) -> dict[str, dict[str, str]]:
+    """The verdict table a finished claims run wrote (its claims/claims.md), from its archive."""
+    with tarfile.open(archive) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/claims/claims.md"))
+        return table_rows(tar.extractfile(member).read().decode())
+
+
+def table_mismatches(printed: dict, run: dict) -> list[str]:
+    """Each row a doc prints that the run lacks, and each cell that differs from the run's."""
+    wrong = [f"{key}: not in the run" for key in printed if key not in run]
+    for key, row in printed.items():
+        theirs = run.get(key, {})
+        differ = [col for col, cell in row.items() if col in theirs and cell != theirs[col]]
+        wrong += [f"{key} {col}: {row[col]!r} where the run has {theirs[col]!r}" for col in differ]
+    return wrong
+
+
+@pytest.mark.parametrize("doc, heading, archive", VERDICT_TABLES, ids=lambda x: str(x))
+def test_a_printed_verdict_table_is_the_runs(doc, heading, archive):
+    printed = table_rows(section((ROOT / doc).read_text(), heading))
+    assert printed, f"{doc} has no table under {heading!r}"
+    wrong = table_mismatches(printed, run_table(ROOT / archive))
+    assert not wrong, f"{doc} ({heading}) is not what {archive} wrote: " + "; ".join(wrong)
+
+
+def test_the_table_check_finds_a_changed_cell():
+    doc, heading, archive = VERDICT_TABLES[-1]
+    printed = table_rows(section((ROOT / doc).read_text(), heading))
+    key = next(iter(printed))
+    flipped = "**SUPPORTED**" if "NOT" in printed[key]["verdict"] else "**NOT SUPPORTED**"
+    printed[key]["verdict"] = flipped
+    printed["no_such_claim"] = {"verdict": "**SUPPORTED**"}
+    assert len(table_mismatches(printed, run_table(ROOT / archive))) == 2
