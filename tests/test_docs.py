@@ -65,14 +65,11 @@ VERDICT_TABLES = [
 
 def section(text: str, heading: str) -> str:
     """The lines under `heading`, up to the next heading of the same or a higher level."""
-    level = len(heading) - len(heading.lstrip("#"))
+    level = heading.index(" ")
     lines = text.splitlines()
     start = lines.index(heading) + 1
-    for end in range(start, len(lines)):
-        hashes = len(lines[end]) - len(lines[end].lstrip("#"))
-        if 0 < hashes <= level and lines[end][hashes : hashes + 1] == " ":
-            return "\n".join(lines[start:end])
-    return "\n".join(lines[start:])
+    ends = [i for i in range(start, len(lines)) if re.match(f"#{{1,{level}}} ", lines[i])]
+    return "\n".join(lines[start : ends[0] if ends else None])
 
 
 def table_rows(text: str) -> dict[str, dict[str, str]]:
