@@ -686,6 +686,9 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
     (half / "history.csv").write_text("training, not yet evaluated")
     (old / "results/paper/claims/registration.json").write_text("{}")
     (old / "results/paper/claims/claims.md").write_text("the table")  # a finished run's
+    speed = old / "results/paper/claims/benchmarks/rnn_slow.json"  # a benchmark its table read
+    speed.parent.mkdir()
+    speed.write_text("the speed measurement")
     figures = old / "results/paper/figures"
     figures.mkdir(parents=True)
     (figures / "figC7_effects.png").write_text("C7")  # a claims figure: carried
@@ -697,6 +700,7 @@ def test_the_archive_carries_finished_jobs_and_their_times(tmp_path):
     assert restored.read_text() == "metrics.json" and restored.stat().st_mtime == 1_000_000
     assert not (new / "results/paper/claims/arms/baseline/seed1").exists()
     assert (new / "results/paper/claims/claims.md").read_text() == "the table"
+    assert (new / "results/paper/claims/benchmarks/rnn_slow.json").exists()
     assert (new / "results/paper/figures/figC7_effects.png").exists()
     assert not (new / "results/paper/figures/fig01_toy_input.png").exists()
     evil = tmp_path / "evil.tar.gz"
@@ -808,16 +812,24 @@ def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monk
     assert "holds no claims/claims.csv" in capsys.readouterr().err
 
 
-def test_the_documented_v3_changes_are_what_the_two_archives_give():
-    """results/archive/README.md's table of the verdicts that changed from v2 to v3 (kept
-    there with the v1-v3 record) is computed from the archived tables of both finished runs,
-    never typed: the table must appear there whole."""
+DOCUMENTED_CHANGES = [  # (before, after, the later version's claims file)
+    ("claims_v2.tar.gz", "claims_v3.tar.gz", "results/archive/claims_v3.yaml"),
+    ("claims_v3.tar.gz", "claims_v4.tar.gz", "config/claims.yaml"),
+]
+
+
+@pytest.mark.parametrize("before, after, claims_file", DOCUMENTED_CHANGES)
+def test_the_documented_changes_are_what_the_two_archives_give(before, after, claims_file):
+    """results/archive/README.md's table of the verdicts that changed from one claims version
+    to the next is computed from the archived tables of both finished runs, never typed: the
+    table must appear there whole."""
     from tools import claims_archive as archive
 
+    archives = ROOT / "results/archive"
     rows = archive.verdict_changes(
-        archive.archived_table(ROOT / "results/archive/claims_v2.tar.gz"),
-        archive.archived_table(ROOT / "results/archive/claims_v3.tar.gz"),
-        archive._revisions(ROOT / "results/archive/claims_v3.yaml"),
+        archive.archived_table(archives / before),
+        archive.archived_table(archives / after),
+        archive._revisions(ROOT / claims_file),
     )
-    assert archive.changes_markdown(rows) in (ROOT / "results/archive/README.md").read_text()
+    assert archive.changes_markdown(rows) in (archives / "README.md").read_text()
     assert sum(r["changed"] for r in rows) > 0

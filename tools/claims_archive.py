@@ -45,6 +45,7 @@ def finished(results: Path) -> list[Path]:
     the run's own results once it has them (the table, the figures and what they read)."""
     claims = results / "claims"
     files = sorted(claims.glob("*"))  # the registration and, once there, the run's own results
+    files += sorted((claims / "benchmarks").glob("*"))  # the cost and speed its table read
     files += sorted((claims / "sweeps").glob("*.json"))
     for metrics in sorted(claims.glob(JOB_FOLDER.format(arm="*", seed="*") + "/metrics.json")):
         files += [metrics.parent / name for name in JOB_FILES]
