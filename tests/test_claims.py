@@ -29,7 +29,7 @@ from tcrformer.chapters.claims.summary import CHANGED, CODE_CHANGED, registratio
 from tcrformer.core.config import ConfigError
 from tcrformer.training import measures
 from tcrformer.training.data import random_batch
-from tcrformer.training.loop import make_step, new_run
+from tcrformer.training.loop import new_run
 from tcrformer.training.model import build_model
 from tcrformer.training.schedule import NoamSchedule, schedule_for
 
@@ -602,9 +602,11 @@ def test_the_bad_batch_scales_one_steps_gradient_and_only_that_one():
     calm = calm.replace(stress_step=0)
     norms = {}
     for name, recipe in (("calm", calm), ("stressed", stressed)):
-        run = new_run(recipe, torch.device("cpu"))
-        step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
-        norms[name] = [float(step(*run.strings.next_batch())[1]) for _ in range(recipe.steps)]
+        run = new_run(recipe, torch.device("cpu"))  # the hand-written step
+        step = run.step_function()
+        norms[name] = [float(step(*run.strings.next_batch(), i)[1])
+                       for i in range(1, recipe.steps + 1)]  # fmt: skip
+        run.close()
     assert norms["calm"][:3] == norms["stressed"][:3]
     assert norms["stressed"][3] == pytest.approx(norms["calm"][3] * stressed.stress_scale, rel=1e-4)
     assert norms["calm"][4:] != norms["stressed"][4:]

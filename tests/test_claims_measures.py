@@ -29,8 +29,8 @@ def tiny(**changes) -> Recipe:
 
 
 def test_snapshots_keep_the_weights_of_their_steps_and_change_no_bit(tmp_path):
-    plain = train(tiny(), threads=1)
-    kept = train(tiny(snapshot_steps=(3, 8)), checkpoint_dir=tmp_path, threads=1)
+    plain = train(tiny())
+    kept = train(tiny(snapshot_steps=(3, 8)), checkpoint_dir=tmp_path)
     assert torch.equal(plain.losses, kept.losses)  # saving a snapshot touches no weight
     recipe = tiny(snapshot_steps=(3, 8))
     assert snapshot_path(tmp_path, recipe, 3).exists()
@@ -53,7 +53,7 @@ def test_snapshot_steps_leave_other_rules_params_as_they_were():
 
 def test_eval_excess_is_dropout_free_and_finite_for_a_diverged_run():
     recipe = tiny(dropout=0.3, steps=40)
-    model = train(recipe, threads=1).model  # better than uniform, so nothing is capped
+    model = train(recipe).model  # better than uniform, so nothing is capped
     src, tgt = measures.heldout(recipe)
     worst = math.log(VOCAB_SIZE) - label_smoothing_floor(recipe.label_smoothing)
     first = measures.eval_excess(model.train(), src, tgt, recipe.label_smoothing)
@@ -176,7 +176,7 @@ def learned(tmp_path_factory):
     for seed in CONTROL_SEEDS:
         recipe = tiny(**LEARNS, seed=seed, eval_seed=6000 + seed)
         where = tmp_path_factory.mktemp(f"learned{seed}")
-        train(recipe, checkpoint_dir=where, threads=1)
+        train(recipe, checkpoint_dir=where)
         runs.append(
             (recipe, measures.heldout(recipe), dict(measures.snapshot_models(recipe, where)))
         )

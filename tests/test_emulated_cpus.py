@@ -6,10 +6,10 @@ caches), and its AVX2 and FMA run in IEEE arithmetic. It does not run AVX-512, s
 AVX-512 families stay with the real machines the suite runs on (tests/test_numerics.py,
 tests/test_products.py). Emulation is about 5,000x slower than the CPU, so the check is
 small: the 15 product cases, torch's own product in MKL under the portable pin, 3 steps of
-the paper recipe at batch 16 over 2 ranks (forward, backward, dropout, the all-reduce,
-Adam), and 3 steps on 1 rank with every claims arm's changes at once (the claims run trains
-its arms portable, 1 rank each), all against the hashes committed in
-tests/golden/numerics_fingerprint.json.
+the paper recipe at batch 16 on 2 workers (the hand-written forward and backward passes,
+dropout, the chunks' sum, clipping, Adam), and 3 steps on 1 worker with every claims arm's
+changes at once (the claims run trains its arms portable, 1 worker each), all against the
+hashes committed in tests/golden/numerics_fingerprint.json.
 The negative control: left to itself (no MKL_CBWR), MKL rounds one product differently on
 the two models, as it does on real AMD and Intel CPUs; the pins are what makes them agree.
 
@@ -45,7 +45,7 @@ MODELS = {  # QEMU's CPU model: the brand string its cpuid gives
 JOBS = {  # what each model runs, in one emulated process each (the training starts a second)
     "products": ["--products"],
     "training": [
-        f"--{key.replace('_', '-')}={SHORT[key]}" for key in ("steps", "batch_size", "ranks")
+        f"--{key.replace('_', '-')}={SHORT[key]}" for key in ("steps", "batch_size", "workers")
     ],
     "claims_arms": [f"--{key.replace('_', '-')}={ARMS[key]}" for key in ("steps", "batch_size")],
     "mkl_on_its_own": ["--torch-product", "--mode", "native"],  # no pins: the control
@@ -62,7 +62,8 @@ pytestmark = [
 def emulated_python(model: str, folder: Path) -> Path:
     """This venv's Python as a script that runs it under `qemu-x86_64 -cpu model`, with
     argv[0] the script itself (-0): so sys.executable is the script, and a process the
-    emulated Python starts (a training's rank) is emulated too. The script sits in a folder
+    emulated Python starts is emulated too (a training's workers are forked: emulated
+    anyway). The script sits in a folder
     of its own with the venv's pyvenv.cfg and lib/, so that the venv is found from it."""
     (folder / "bin").mkdir(parents=True)
     venv = Path(sys.prefix)
@@ -128,9 +129,9 @@ def test_every_product_gives_the_committed_bits(emulated, model):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_a_short_two_rank_training_gives_the_committed_bits(emulated, model):
+def test_a_short_two_worker_training_gives_the_committed_bits(emulated, model):
     ours = emulated[model, "training"]
-    assert (ours["ranks"], ours["batch_size"]) == (SHORT["ranks"], SHORT["batch_size"])
+    assert (ours["workers"], ours["batch_size"]) == (SHORT["workers"], SHORT["batch_size"])
     assert ours["numerics"]["threads"] == 1
     first_different = next(
         (i + 1 for i, (a, b) in enumerate(zip(ours["losses_float32_hex"],
@@ -143,7 +144,7 @@ def test_a_short_two_rank_training_gives_the_committed_bits(emulated, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_the_claims_arms_give_the_committed_bits(emulated, model):
     ours = emulated[model, "claims_arms"]
-    assert (ours["ranks"], ours["batch_size"]) == (ARMS["ranks"], ARMS["batch_size"])
+    assert ours["batch_size"] == ARMS["batch_size"] and ours["step"] == "hand-written"
     assert ours["losses_float32_hex"] == ARMS["losses_float32_hex"]
     assert ours["weights_sha256"] == ARMS["weights_sha256"]
 

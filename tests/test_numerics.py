@@ -1,12 +1,13 @@
 """Portable numerics: the same training bits on any x86-64 CPU with AVX2.
 
 The fingerprint (tests/golden/numerics_fingerprint.json) is a 60-step run of the paper
-recipe made on one machine; this suite recomputes it on whatever machine runs it, CI's
-included, in a fresh process (torch reads the pinned settings when it is imported), with and
-without a hostile environment. A second anchor (every loss of a 40-step run, hashed) was
-measured on another machine, an AVX2-only AMD EPYC, with MKL COMPATIBLE products (shared
-notes, numerics-across-cpus.md): the fallback when the OpenBLAS kernels cannot be loaded
-must still give it.
+recipe with the hand-written step, made on one machine; this suite recomputes it on whatever
+machine runs it, CI's included, in a fresh process (torch reads the pinned settings when it
+is imported), on 1, 2 and 3 workers, with and without a hostile environment. Autograd's
+step, where the hand-written one falls back to, keeps its own fingerprint, made on an AMD
+EPYC. A further anchor (every loss of a 40-step run, hashed) was measured on another machine,
+an AVX2-only AMD EPYC, with autograd's step and MKL COMPATIBLE products (shared notes,
+numerics-across-cpus.md): that fallback must still give it.
 """
 
 from __future__ import annotations
@@ -58,19 +59,29 @@ def test_a_hostile_environment_does_not_change_a_portable_run(portable_run):
 
 
 @needs_avx2
-def test_the_two_rank_fingerprint_holds_here_even_in_a_hostile_environment():
-    """Two data-parallel ranks: their own committed bits, whatever the environment says."""
-    two = FINGERPRINT["two_ranks"]
-    env = {**HOSTILE, **MORE_THREADS}
-    ours = run_fingerprint("--steps", str(two["steps"]), "--ranks", "2", env=env)
-    assert ours["ranks"] == 2 and ours["numerics"]["threads"] == 1
-    first_different = next(
-        (i + 1 for i, (a, b) in enumerate(zip(ours["losses_float32_hex"],
-         two["losses_float32_hex"], strict=True)) if a != b), None,
-    )  # fmt: skip
-    assert first_different is None, f"the losses differ from step {first_different} on"
-    assert ours["weights_sha256"] == two["weights_sha256"]
-    assert two["losses_float32_hex"] != FINGERPRINT["losses_float32_hex"]  # not 1 rank's
+@pytest.mark.parametrize("workers", [2, 3])
+def test_any_number_of_workers_gives_the_same_bits_even_in_a_hostile_environment(
+    portable_run, workers
+):
+    """The chunks of a step on 2 or 3 processes: the 1-worker fingerprint, byte for byte,
+    whatever the environment says."""
+    env = {**HOSTILE, **MORE_THREADS, "OMP_NUM_THREADS": "2"}
+    ours = run_fingerprint("--steps", str(FINGERPRINT["steps"]), "--workers", str(workers), env=env)
+    assert ours["workers"] == workers and ours["numerics"]["threads"] == 1
+    assert ours["step"] == "hand-written"
+    assert ours["losses_float32_hex"] == portable_run["losses_float32_hex"]
+    assert ours["weights_sha256"] == portable_run["weights_sha256"] == FINGERPRINT["weights_sha256"]
+
+
+@needs_avx2
+def test_autograds_step_keeps_its_own_fingerprint():
+    """The step the hand-written one falls back to (fingerprint --autograd): the bits it
+    was committed with, made on an AMD EPYC, and other bits than the hand-written step's."""
+    anchor = FINGERPRINT["autograd"]
+    ours = run_fingerprint("--steps", str(anchor["steps"]), "--autograd")
+    assert ours["step"] == "autograd: asked for"
+    assert ours["losses_float32_hex"] == anchor["losses_float32_hex"]
+    assert ours["weights_sha256"] == anchor["weights_sha256"] != FINGERPRINT["weights_sha256"]
 
 
 @needs_avx2
@@ -79,7 +90,8 @@ def test_the_short_fingerprint_of_the_emulated_cpus_holds_here():
     on every real machine, so that one that fails there fails for the emulated CPU."""
     short = FINGERPRINT["emulated"]
     ours = run_fingerprint("--steps", str(short["steps"]), "--batch-size",
-                           str(short["batch_size"]), "--ranks", str(short["ranks"]))  # fmt: skip
+                           str(short["batch_size"]), "--workers",
+                           str(short["workers"]))  # fmt: skip
     assert ours["losses_float32_hex"] == short["losses_float32_hex"]
     assert ours["weights_sha256"] == short["weights_sha256"]
 
@@ -102,10 +114,11 @@ def test_the_claims_arms_fingerprint_holds_here(tmp_path):
 @needs_avx2
 def test_the_fallback_reproduces_the_losses_measured_on_another_machine():
     """Without the OpenBLAS kernels the products run in MKL COMPATIBLE, as they all did when
-    another AVX2-only AMD EPYC measured these 40 losses: the fallback is portable too."""
+    another AVX2-only AMD EPYC measured these 40 losses with autograd's step: the fallback
+    is portable too."""
     anchor = FINGERPRINT["cross_machine"]
     ours = run_fingerprint("--steps", str(anchor["steps"]), "--seed", str(anchor["seed"]),
-                           patch="blas.PACKAGE = 'no_such_openblas'")  # fmt: skip
+                           "--autograd", patch="blas.PACKAGE = 'no_such_openblas'")  # fmt: skip
     assert ours["numerics"]["products"] == "torch (MKL COMPATIBLE,STRICT)"
     assert ours["losses_sha256"].startswith(anchor["losses_sha256_prefix"])
     assert ours["last_loss"] == anchor["last_loss"]
@@ -138,15 +151,17 @@ class Loader:
 
 
 def test_pin_sets_every_variable_and_records_what_it_replaced():
-    environ, load = dict(HOSTILE), Loader()
+    """numerics.threads 3 is a training's workers: every portable torch process runs one
+    thread (a reduction split over threads would sum in another order)."""
+    environ, load = {**HOSTILE, "OMP_NUM_THREADS": "3"}, Loader()
     pinned = numerics.pin(numerics.Numerics("portable", 3), environ, AVX2_CPU, load)
-    assert pinned.mode == "portable" and pinned.threads == 3
+    assert pinned.mode == "portable" and pinned.threads == 1
     assert load.calls == ["load"] and pinned.products == blas.OPENBLAS and not pinned.notice
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2"
     assert environ["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
-    assert environ["OMP_NUM_THREADS"] == environ["MKL_NUM_THREADS"] == "3"
-    assert pinned.replaced == HOSTILE
+    assert environ["OMP_NUM_THREADS"] == environ["MKL_NUM_THREADS"] == "1"
+    assert pinned.replaced == {**HOSTILE, "OMP_NUM_THREADS": "3"}
 
 
 def test_portable_mode_without_the_kernels_says_which_products_it_runs():
@@ -246,20 +261,13 @@ def test_cpuid_answers_on_this_cpu():
     assert cpuid.FEATURES.keys() & proc["all_flags"] <= answer["features"]
 
 
-def test_the_report_header_names_the_ranks_a_training_ran_on():
+def test_the_report_header_names_the_workers_a_training_ran_on():
     record = {"mode": "portable", "torch_cpu_capability": "AVX2", "mkl_cbwr": "COMPATIBLE,STRICT",
               "threads": 1, "cpu": {"model": "AMD EPYC"}}  # fmt: skip
     assert numerics.one_line(record).endswith("MKL COMPATIBLE,STRICT, 1 thread on AMD EPYC")
-    header = numerics.one_line({**record, "ranks": 2})
-    assert header.endswith("2 ranks of 1 thread on AMD EPYC")
+    header = numerics.one_line({**record, "workers": 2})
+    assert header.endswith("2 workers of 1 thread on AMD EPYC")
     record["products"] = "OpenBLAS 0.3.34 Haswell kernels, 1 thread"
     assert numerics.one_line(record).startswith(
         "portable: torch AVX2, products OpenBLAS 0.3.34 Haswell kernels, MKL COMPATIBLE"
     )
-
-
-def test_a_rank_follows_the_products_it_is_given():
-    with pytest.raises(ValueError, match="unknown matrix products 'mkl'"):
-        numerics.follow("mkl")
-    numerics.follow(blas.TORCH)
-    assert numerics.products_in_force() == blas.TORCH

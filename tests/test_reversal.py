@@ -212,7 +212,7 @@ KILLABLE = textwrap.dedent(
             time.sleep(600)
 
     # bit for bit needs the same thread count as the run it is compared with (1, see top)
-    trained = train(recipe, checkpoint_dir=folder, on_step=hang_after, threads=1)
+    trained = train(recipe, checkpoint_dir=folder, on_step=hang_after)
     import torch
     torch.save({{"model": trained.model.state_dict(), "losses": trained.losses}}, out)
     """

@@ -1,15 +1,14 @@
 """One trainer: every key of a recipe reaches the weights through every way into training.
 
-The ways in are the chapters' own training functions: the reversal chapter (1 rank and 2
-ranks), an ensemble job and a claims arm. Each calls training.loop.train. For every key of
+The ways in are the chapters' own training functions: the reversal chapter (on 1 worker and
+on 2), an ensemble job and a claims arm. Each calls training.loop.train. For every key of
 the records that shape the bits (Recipe.fingerprint), a tiny recipe is trained with the key
 changed:
-- the three one-rank ways give the same bits for the same recipe: the weights, and the
-  losses as the results files hold them (to LOSS_DIGITS; a claims arm keeps no weights);
+- the ways give the same bits for the same recipe: the weights, and the losses as the
+  results files hold them (to LOSS_DIGITS; a claims arm keeps no weights);
 - the changed key changes those bits, through every way (`grad_clip: 0` trains without
   clipping, and does not zero the gradients);
-- over 2 ranks every rank is shown the recipe's fingerprint, so a key lost on the way to a
-  rank's process stops the training.
+- 2 workers train the bits of 1, whatever the key.
 """
 
 from __future__ import annotations
@@ -70,6 +69,7 @@ CHANGES = {
     "impl": {"impl": "reference"},
     "precision": {"precision": "bf16"},
     "compile": {"compile": True},
+    "chunks": {"chunks": 3},
 }
 # Reaches the trainer (the fingerprint, every rank's check) but is not trained here:
 # torch.compile takes minutes on the CPU, and compiled bits need not differ.
@@ -78,7 +78,7 @@ NOT_TRAINED = {"compile"}
 BASE_OF = {"gru_hidden": {"arch": "gru"}, "peak_lr": {"schedule": "linear"},
            # unclipped: a clipped bad batch has the same norm at any scale
            "stress_scale": {"stress_step": 2, "stress_scale": 100.0, "grad_clip": 0.0}}  # fmt: skip
-TWO_RANK_KEYS = ("grad_clip", "init", "train_set", "label_smoothing")
+TWO_WORKER_KEYS = ("grad_clip", "init", "train_set", "label_smoothing", "chunks")
 
 
 def tiny(**changes):
@@ -96,8 +96,8 @@ def state_digest(model) -> str:
     return digest(*model.state_dict().values())
 
 
-def via_reversal(recipe, tmp, ranks=1) -> dict:
-    out = train_reversal(recipe, tmp / "reversal", {}, ranks=ranks)
+def via_reversal(recipe, tmp, workers=1) -> dict:
+    out = train_reversal(recipe, tmp / "reversal", {}, workers)
     path = tmp / "model.safetensors"
     out["model"](path)
     from tcrformer.training.model import load_model
@@ -171,22 +171,10 @@ def test_grad_clip_0_is_no_clipping_not_zeroed_gradients():
     assert digest(none.losses) != digest(tight.losses)
 
 
-@pytest.mark.parametrize("key", TWO_RANK_KEYS)
-def test_two_ranks_carry_the_key(tmp_path, key):
-    base, changed = (via_reversal(tiny(**c), tmp_path / n, ranks=2)
-                     for n, c in (("base", {}), ("changed", CHANGES[key])))  # fmt: skip
-    assert changed["losses"] != base["losses"] and changed["weights"] != base["weights"]
-
-
-def test_a_rank_handed_another_recipe_stops_the_training(monkeypatch):
-    """Break the way to rank 1 once: its recipe file loses a key (label smoothing). The
-    ranks compare fingerprints before the first step, and training stops."""
-    recipe = tiny(steps=2)
-    real = recipes.Recipe.params
-
-    def lossy(self):
-        return {**real(self), "label_smoothing": 0.0}
-
-    monkeypatch.setattr(recipes.Recipe, "params", lossy)  # what Workers.start writes
-    with pytest.raises(ValueError, match="handed different recipes"):
-        train(recipe, ranks=2)
+@pytest.mark.parametrize("key", TWO_WORKER_KEYS)
+def test_two_workers_train_the_bits_of_one(tmp_path, key):
+    """The key changes the bits on 2 workers too, and 2 workers train exactly what 1 does."""
+    one, two = (via_reversal(tiny(**CHANGES[key]), tmp_path / str(w), workers=w) for w in (1, 2))
+    assert one == two
+    base = via_reversal(tiny(), tmp_path / "base", workers=2)
+    assert two["losses"] != base["losses"] and two["weights"] != base["weights"]

@@ -52,12 +52,13 @@ BENCHMARKS = f"{RESULTS}/benchmarks"
 # run's golden check (the other chapter packages are targets of their own).
 VALUE_CHAPTERS = ["toy", "notes", "plm", "reversal"]
 
-# Threads of each torch job, numerics.threads in either mode (the bits depend on
-# it), whatever --cores says; Snakemake lowers a count above --cores to --cores.
+# Threads of each torch job, whatever --cores says (Snakemake lowers a count above --cores
+# to --cores): one in portable mode, numerics.threads in native mode. The reversal
+# chapter's training runs numerics.threads workers of one thread each (the bits do not
+# depend on how many); ensemble and claims jobs train on one worker, side by side.
 NUMERICS = config["numerics"]
-TORCH_THREADS = NUMERICS["threads"]
-# The reversal chapter's training runs numerics.ranks ranks, each of TORCH_THREADS threads.
-TRAINING_THREADS = TORCH_THREADS * NUMERICS["ranks"]
+TORCH_THREADS = 1 if NUMERICS["mode"] == "portable" else NUMERICS["threads"]
+TRAINING_WORKERS = NUMERICS["threads"]
 
 
 def settings(chapter):

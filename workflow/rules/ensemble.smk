@@ -32,7 +32,7 @@ rule train_ensemble:
         benchmark_for("train_ensemble_seed{seed}")
     conda:
         "../../envs/torch.yaml"
-    threads: TORCH_THREADS * ENSEMBLE.ranks
+    threads: 1
     resources:
         gpu=0,
         mem_mb=2000,
@@ -40,7 +40,6 @@ rule train_ensemble:
         recipe=lambda wc: ensemble_recipe(int(wc.seed)).training_params(),
         checkpoints=lambda wc: result("ensemble", f"seed{wc.seed}/checkpoints"),
         numerics=NUMERICS,
-        ranks=ENSEMBLE.ranks,
     script:
         "../scripts/train_ensemble.py"
 

@@ -28,13 +28,14 @@ rule train_reversal:
     cache: True
     conda:
         "../../envs/torch.yaml"
-    threads: TRAINING_THREADS
+    threads: TRAINING_WORKERS
     resources:
         gpu=0,
         mem_mb=2000,
     params:
         recipe=lambda wc: REVERSAL[wc.recipe].training_params(),
         numerics=NUMERICS,
+        workers=TRAINING_WORKERS,
         code=TRAINING_CODE,
     script:
         "../scripts/train_reversal.py"
@@ -84,7 +85,8 @@ rule speedrun:
 
 
 rule bench:
-    """Benchmark (not part of `all`): reference vs fast training steps, alternating, one run."""
+    """Benchmark (not part of `all`): the explainer's training code against ours, whole
+    processes side by side, and the machine's matrix-product peak."""
     output:
         csv=result("bench", "bench.csv"),
         md=result("bench", "bench.md"),
@@ -109,18 +111,3 @@ rule bench_numerics:
     threads: 2
     script:
         "../../bench/bench_numerics.py"
-
-
-rule bench_ranks:
-    """Benchmark (not part of `all`): data-parallel ranks, native numerics and the study
-    notes' training, alternating, one run."""
-    output:
-        csv=result("bench", "ranks.csv"),
-        md=result("bench", "ranks.md"),
-    log:
-        log_for("bench_ranks"),
-    conda:
-        "../../envs/torch.yaml"
-    threads: 2
-    script:
-        "../../bench/bench_ranks.py"

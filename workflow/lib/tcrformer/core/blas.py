@@ -34,7 +34,7 @@ _LIBRARY_FILE = "libscipy_openblas.so"
 # One thread, whatever numerics.threads says. OpenBLAS's threaded driver splits k otherwise
 # than its serial one (other bits), and its spinning threads fight torch's OpenMP threads
 # for the cores: on 2 cores, 2 + 2 threads trained at 0.80 steps/s against 12.4 at 1 + 1
-# (bench/README.md). The cores are better spent on data-parallel ranks.
+# (bench/README.md). The cores are better spent on the training's worker processes.
 THREADS = 1
 _COL_MAJOR, _NO_TRANS, _TRANS = 102, 111, 112  # CBLAS enums
 
@@ -63,22 +63,24 @@ class Kernels:
         a, b, c (a batch of them when gemm.count > 1). Column-major, as C^T = B^T A^T."""
         op_a, op_b = (_TRANS if t else _NO_TRANS for t in (gemm.a_transposed, gemm.b_transposed))
         m, n, k = gemm.m, gemm.n, gemm.k
+        ldc = gemm.ldc or n
         if gemm.count == 1:
             self.cdll.scipy_cblas_sgemm(
-                _COL_MAJOR, op_b, op_a, n, m, k, alpha, b, gemm.ldb, a, gemm.lda, beta, c, n
+                _COL_MAJOR, op_b, op_a, n, m, k, alpha, b, gemm.ldb, a, gemm.lda, beta, c, ldc
             )
             return
         self.cdll.scipy_cblas_sgemm_batch_strided(
             _COL_MAJOR, op_b, op_a, n, m, k, alpha,
             b, gemm.ldb, gemm.stride_b, a, gemm.lda, gemm.stride_a,
-            beta, c, n, m * n, gemm.count,
+            beta, c, ldc, gemm.stride_c or m * ldc, gemm.count,
         )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Gemm:
     """The shape of C (m, n) = op(A) (m, k) op(B) (k, n), row-major: op(X) is X or X^T as
-    stored (ld: the stored row length), `count` such products `stride` floats apart."""
+    stored (ld: the stored row length; ldc 0: n), `count` such products `stride` floats
+    apart (stride_c 0: m ldc)."""
 
     m: int
     n: int
@@ -90,6 +92,8 @@ class Gemm:
     count: int = 1
     stride_a: int = 0
     stride_b: int = 0
+    ldc: int = 0
+    stride_c: int = 0
 
 
 def library_path() -> Path:

@@ -13,8 +13,10 @@ before torch is imported, which is the only time the libraries read them:
                                     for what still calls MKL, and for every product when the
                                     OpenBLAS kernels cannot be loaded
     ONEDNN_MAX_CPU_ISA=AVX2         oneDNN no higher than AVX2
-    numerics.threads                intra-op threads (OMP/MKL, torch.set_num_threads); the
-                                    OpenBLAS kernels run one thread (core.blas.THREADS)
+    one thread                      every torch process (OMP/MKL, torch.set_num_threads); the
+                                    OpenBLAS kernels run one thread (core.blas.THREADS), and
+                                    a training spreads over numerics.threads worker
+                                    processes instead (training.workers)
 
 Why OpenBLAS and not MKL for the products: MKL honours MKL_CBWR=AVX2 on Intel CPUs only; on
 an AMD CPU it falls back to its own automatic dispatch, so an Intel Xeon and an AMD EPYC
@@ -63,20 +65,25 @@ class Numerics:
     """The `numerics:` config section."""
 
     mode: str = "portable"  # portable | native
-    threads: int = 1  # intra-op threads of every torch process
-    ranks: int = 1  # data-parallel ranks of the reversal chapter's training (training.parallel)
+    # The reversal training's workers (training.workers); in native mode also the intra-op
+    # threads of other torch jobs. Portable torch processes run one thread each.
+    threads: int = 2
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> Numerics:
         section = dict(section or {})
-        numerics = cls(**{k: section[k] for k in ("mode", "threads", "ranks") if k in section})
+        numerics = cls(**{k: section[k] for k in ("mode", "threads") if k in section})
         if numerics.mode not in MODES:
             raise ConfigError("numerics.mode", numerics.mode, f"must be one of {', '.join(MODES)}")
         if not isinstance(numerics.threads, int) or numerics.threads < 1:
             raise ConfigError("numerics.threads", numerics.threads, "must be an integer >= 1")
-        if not isinstance(numerics.ranks, int) or numerics.ranks < 1:
-            raise ConfigError("numerics.ranks", numerics.ranks, "must be an integer >= 1")
         return numerics
+
+    @property
+    def torch_threads(self) -> int:
+        """The intra-op threads of a torch process: 1 in portable mode (a reduction split
+        over threads sums in another order), numerics.threads in native mode."""
+        return 1 if self.mode == "portable" else self.threads
 
 
 def visible_gpus(environ: Mapping[str, str] | None = None) -> int:
@@ -95,28 +102,13 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> int:
     return count
 
 
-def check_ranks_fit(
-    ranks: int, device: str, gpus: int, key: str = "reversal.device", ranks_key="numerics.ranks"
-) -> None:
-    """On CUDA every rank takes a GPU of its own: more ranks than visible GPUs is a config
-    error (`device` auto goes to CUDA when a GPU is visible). Where none is visible (a
-    cluster's login node) nothing can be told here; the training job checks on its node."""
-    if device in ("cuda", "auto") and 0 < gpus < ranks:
-        raise ConfigError(
-            ranks_key,
-            ranks,
-            f"one rank per GPU on CUDA ({key} = {device}), and {gpus} GPU(s) are visible; "
-            f"set {ranks_key}: {max(gpus, 1)}",
-        )
-
-
 @dataclass
 class Pinned:
     """What `pin` did: the mode in force, why, and what it replaced in the environment."""
 
     requested: str
     mode: str
-    threads: int | None  # numerics.threads; None: the rule's Snakemake threads apply
+    threads: int | None  # torch's intra-op threads; None: the rule's Snakemake threads apply
     reason: str = ""
     replaced: dict[str, str] = field(default_factory=dict)  # variable -> the user's value
     products: str = blas.TORCH  # blas.OPENBLAS: the portable kernels are loaded and in use
@@ -182,14 +174,11 @@ def pin(
     ok, reason = portable_supported(cpu)
     if not ok:
         return Pinned("portable", "native", numerics.threads, reason)
-    wanted = {
-        **PORTABLE_ENV,
-        **CUDA_ENV,
-        **{name: str(numerics.threads) for name in THREAD_ENV},
-    }
+    threads = numerics.torch_threads
+    wanted = {**PORTABLE_ENV, **CUDA_ENV, **{name: str(threads) for name in THREAD_ENV}}
     replaced = {k: environ[k] for k, v in wanted.items() if k in environ and environ[k] != v}
     environ.update(wanted)
-    pinned = Pinned("portable", "portable", numerics.threads, "", replaced)
+    pinned = Pinned("portable", "portable", threads, "", replaced)
     try:
         load()
         pinned.products = blas.OPENBLAS
@@ -230,7 +219,7 @@ def deterministic_kernels() -> None:
     """torch's deterministic kernels (on CUDA: scatter, index_add, ...), without the NaN
     fill of every new tensor that comes with them by default: no op of ours reads memory
     it has not written, and the fill was 15 % of a portable CPU step (about 540 calls a
-    step, bench/README.md). Every rank of a training calls this."""
+    step, bench/README.md)."""
     import torch
 
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -258,14 +247,6 @@ def check_in_force(pinned: Pinned) -> None:
 def products_in_force() -> str:
     """blas.OPENBLAS when this process's products run on the portable kernels, else torch."""
     return blas.OPENBLAS if blas.active() is not None else blas.TORCH
-
-
-def follow(products: str) -> None:
-    """A rank started by a pinned process (training.ranks) takes the same products."""
-    if products == blas.OPENBLAS:
-        blas.activate()
-    elif products != blas.TORCH:
-        raise ValueError(f"unknown matrix products {products!r}")
 
 
 def describe_products(pinned: Pinned) -> str:
@@ -311,13 +292,13 @@ def describe(pinned: Pinned) -> dict[str, Any]:
 
 def one_line(numerics: Mapping[str, Any]) -> str:
     """'portable: torch AVX2, products OpenBLAS 0.3.34 Haswell kernels, MKL COMPATIBLE,STRICT,
-    2 ranks of 1 thread on AMD EPYC', a report header (a training's record names its
-    ranks; a record from before the products were recorded has no products)."""
+    2 workers of 1 thread on AMD EPYC', a report header (a training's record names its
+    workers; a record from before the products were recorded has no products)."""
     threads = numerics["threads"]
     cores = f"{threads} thread{'s' if threads != 1 else ''}"
-    ranks = numerics.get("ranks", 1)  # a training's record has it; other jobs run one rank
-    if ranks != 1:
-        cores = f"{ranks} ranks of {cores}"
+    workers = numerics.get("workers", 1)  # a training's record has it; other jobs run one
+    if workers != 1:
+        cores = f"{workers} workers of {cores}"
     products = numerics.get("products")
     products = f"products {products.split(',')[0]}, " if products else ""
     text = (

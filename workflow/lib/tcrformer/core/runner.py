@@ -69,11 +69,6 @@ def pinned(smk: Any) -> numerics.Pinned:
     return _PINNED or numerics.pin(numerics.Numerics.from_config(smk.config.get("numerics")))
 
 
-def torch_threads(smk: Any) -> int | None:
-    """The intra-op threads `torch_numerics` will give torch (known before torch is imported)."""
-    return numerics.thread_count(pinned(smk), getattr(smk, "threads", None))
-
-
 def torch_numerics(smk: Any) -> dict[str, Any]:
     """Import torch under the pinned numerics, set its threads; returns what is in force."""
     in_force = pinned(smk)

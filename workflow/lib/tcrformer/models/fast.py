@@ -97,19 +97,30 @@ class Dropout:
             return F.dropout(x, self.p, True)
         return x * self.keep_multiplier(x.shape, x.dtype)
 
+    @property
+    def threshold(self) -> int:
+        """An element is kept when its draw (uniform on [-2^15, 2^15)) is >= this."""
+        return round(self.p * _DRAW_LEVELS) - _DRAW_LEVELS // 2
+
+    @property
+    def scale(self) -> float:
+        """What a kept element is multiplied by: 1 / (1 - the exact drop probability)."""
+        cut = round(self.p * _DRAW_LEVELS)
+        return _DRAW_LEVELS / (_DRAW_LEVELS - cut)
+
+    def draws(self, n: int) -> np.ndarray:
+        """The next n draws, int16 (four per 64-bit word of the generator)."""
+        return self.bits.random_raw((n + 3) // 4).view(np.int16)[:n]
+
     def keep_multiplier(self, shape: torch.Size, dtype: torch.dtype) -> Tensor:
         """scale where the element is kept, 0 where it is dropped, from the next draws."""
-        n = math.prod(shape)
-        words = torch.from_numpy(self.bits.random_raw((n + 3) // 4))  # (ceil(n/4),) uint64
-        draws = words.view(torch.int16)[:n].view(shape)  # uniform on [-2^15, 2^15)
-        cut = round(self.p * _DRAW_LEVELS)
-        scale = _DRAW_LEVELS / (_DRAW_LEVELS - cut)
-        threshold = cut - _DRAW_LEVELS // 2  # kept when draw >= threshold
+        draws = torch.from_numpy(self.draws(math.prod(shape))).view(shape)
+        threshold = self.threshold
         # On integers, clamp(d, t - 1, t) - (t - 1) is 1 when d >= t and 0 otherwise: a few
         # float32 passes (exact for int16), where PyTorch's int16 compare and bool-to-float
         # cast cost about 8x more on the CPU.
         keep = draws.float().clamp_(threshold - 1, threshold).sub_(threshold - 1)  # exact
-        return keep.mul_(scale).to(dtype)
+        return keep.mul_(self.scale).to(dtype)
 
 
 class Linear(nn.Linear):

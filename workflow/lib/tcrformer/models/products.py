@@ -31,33 +31,47 @@ def _portable(*tensors: Tensor) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
 
-def _operand(t: Tensor) -> tuple[Tensor, bool]:
-    """(storage, transposed): t itself when contiguous, or the contiguous tensor whose last
-    two axes t swaps (a .transpose(-1, -2) view, read without a copy)."""
-    if t.is_contiguous():
-        return t, False
-    swapped = t.transpose(-1, -2)
-    if swapped.is_contiguous():
-        return swapped, True
-    return t.contiguous(), False
+def _matrix(t: Tensor) -> tuple[Tensor, bool, int, int]:
+    """(t or a copy, transposed, ld, batch stride) of a (m, k) or (B, m, k) float32 view:
+    row-major with rows `ld` floats apart, or (transposed) the transpose of such a matrix,
+    e.g. a .transpose(-1, -2) view or one head's columns of a wider grid, read in place."""
+    rows, cols = t.shape[-2], t.shape[-1]
+    row_stride, col_stride = t.stride(-2), t.stride(-1)
+    batch = t.stride(0) if t.dim() == 3 else 0
+    if col_stride == 1 and row_stride >= max(cols, 1):
+        return t, False, row_stride, batch
+    if row_stride == 1 and col_stride >= max(rows, 1):
+        return t, True, col_stride, batch
+    t = t.contiguous()
+    return t, False, max(cols, 1), (t.stride(0) if t.dim() == 3 else 0)
 
 
-def product(a: Tensor, b: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
-    """out = alpha a @ b + beta out, for (m, k) @ (k, n) or a batch (B, m, k) @ (B, k, n);
-    out is contiguous, (m, n) or (B, m, n)."""
+def gemm(a: Tensor, b: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """out = alpha a @ b + beta out, for (m, k) @ (k, n) or a batch (B, m, k) @ (B, k, n).
+
+    Any operand may be a strided view (a transpose, one head's columns of a grid); `out`'s
+    rows must be contiguous. On the portable kernels when they are loaded, else torch's
+    own product (in place). Returns out."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if m == 0 or n == 0:
         return out
     if k == 0:
         return out.mul_(beta)
-    a, a_t = _operand(a)
-    b, b_t = _operand(b)
-    count = a.shape[0] if a.dim() == 3 else 1
+    kernels = blas.active()
+    if kernels is None:
+        if out.dim() == 3:
+            return out.baddbmm_(a, b, beta=beta, alpha=alpha)
+        return out.addmm_(a, b, beta=beta, alpha=alpha)
+    a, a_t, lda, stride_a = _matrix(a)
+    b, b_t, ldb, stride_b = _matrix(b)
+    if out.stride(-1) != 1:
+        raise ValueError("gemm: the output's rows must be contiguous")
     shape = blas.Gemm(
-        m, n, k, a_t, b_t, lda=a.shape[-1], ldb=b.shape[-1], count=count,
-        stride_a=a.shape[-2] * a.shape[-1], stride_b=b.shape[-2] * b.shape[-1],
+        m, n, k, a_t, b_t, lda=lda, ldb=ldb, count=a.shape[0] if a.dim() == 3 else 1,
+        stride_a=stride_a, stride_b=stride_b, ldc=out.stride(-2),
+        stride_c=out.stride(0) if out.dim() == 3 else 0,
     )  # fmt: skip
-    blas.active().sgemm(shape, a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, beta)
+    kernels.sgemm(shape, a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, beta)
     return out
 
 
@@ -69,7 +83,7 @@ def _filled(value: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 def _matmul(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
     out = a.new_empty((*a.shape[:-1], b.shape[-1]))
-    return product(a, b, out, alpha)
+    return gemm(a, b, out, alpha)
 
 
 class _Linear(torch.autograd.Function):
@@ -82,7 +96,7 @@ class _Linear(torch.autograd.Function):
             y = _matmul(rows, weight.t())
         else:  # y starts as the bias, the product is added to it (as addmm does)
             y = _filled(bias, (rows.shape[0], weight.shape[0]))
-            product(rows, weight.t(), y, beta=1.0)
+            gemm(rows, weight.t(), y, beta=1.0)
         ctx.save_for_backward(rows, weight)
         ctx.in_shape, ctx.with_bias = x.shape, bias is not None
         return y.view(*x.shape[:-1], weight.shape[0])  # (..., d_out)
@@ -108,7 +122,7 @@ class _Baddbmm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, bias: Tensor, a: Tensor, b: Tensor, alpha: float) -> Tensor:
         out = _filled(bias, (a.shape[0], a.shape[1], b.shape[2]))
-        product(a, b, out, alpha, beta=1.0)
+        gemm(a, b, out, alpha, beta=1.0)
         ctx.save_for_backward(a, b)
         ctx.alpha, ctx.bias_shape = alpha, bias.shape
         return out

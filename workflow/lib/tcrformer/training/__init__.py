@@ -5,11 +5,11 @@ that trains (reversal, ensemble, claims) and the benches.
     data.py         the reversal task: tokens, random batches, the held-out set
     model.py        build a model from a recipe's architecture; save and load its weights
     schedule.py     the learning rate (Noam, linear) and the label-smoothing loss floor
-    loop.py         one training step and the loop: seeded, logged, resumable
+    loop.py         the loop: seeded, logged, resumable; autograd's step where the
+                    hand-written one does not cover the recipe
+    step.py         the hand-written step: chunks, their gradients summed, clipping, Adam
+    workers.py      the processes the chunks run on, and the memory they share
     checkpoints.py  what a killed run resumes from
-    shard.py        a rank's share of a batch, and the sums over the ranks
-    parallel.py     data-parallel training over several ranks (torch.distributed)
-    ranks.py        ranks 1..R-1 as processes, started before the caller imports torch
     measures.py     what is measured on a trained model, each measure defined once
     evaluate.py     a trained model's test: held-out strings, the CDR3, its cross-attention
     values.py       a recipe's values: losses at the report steps and the evaluation

@@ -14,7 +14,7 @@ import torch
 from tcrformer.core.io import ResultFileError, atomic_path
 from tcrformer.training.recipe import Recipe
 
-CHECKPOINT_FORMAT = 2  # 2: the gradient norms are saved too
+CHECKPOINT_FORMAT = 3  # 3: the hand-written step's Adam state; no ranks
 # `run` below is a training.loop.Run: what it holds is its state() and restore().
 
 
@@ -24,14 +24,10 @@ def checkpoint_path(directory: str | Path, recipe: Recipe) -> Path:
 
 
 def save_checkpoint(path: Path, run: Any) -> None:
-    """torch.save of tensors and plain containers, renamed into place when complete. Over
-    several ranks every rank calls it (gathering the random streams) and the first writes."""
+    """torch.save of tensors and plain containers, renamed into place when complete."""
     state = run.state()
-    if run.shard.leads:
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
-    if run.shard.size > 1:
-        run.shard.gather(None)  # no rank reads a checkpoint before it is complete
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
 def load_checkpoint(path: Path, run: Any) -> None:
@@ -44,11 +40,6 @@ def load_checkpoint(path: Path, run: Any) -> None:
         raise ResultFileError(f"{path}: not a reversal checkpoint (format {CHECKPOINT_FORMAT})")
     if state.get("fingerprint") != run.recipe.fingerprint():
         raise ResultFileError(f"{path}: checkpoint of a different recipe; delete it to restart")
-    if state.get("ranks", 1) != run.shard.size:
-        raise ResultFileError(
-            f"{path}: checkpoint of {state.get('ranks', 1)} ranks, resumed with "
-            f"{run.shard.size}; delete it to restart"
-        )
     if "cuda" in state["rng"] and run.device.type != "cuda":
         raise ResultFileError(f"{path}: checkpoint written on a GPU, resumed on {run.device}")
     try:

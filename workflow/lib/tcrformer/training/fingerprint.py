@@ -38,11 +38,12 @@ from tcrformer.core.config import apply_receptor
 
 
 def fingerprint(
-    config: dict[str, Any], steps: int, seed: int | None = None, ranks: int = 1,
-    batch_size: int | None = None,
+    config: dict[str, Any], steps: int, seed: int | None = None, workers: int = 1,
+    batch_size: int | None = None, hand_written: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
-    return short_run(config, steps, pin_from_config(config), seed, ranks, batch_size)
+    pinned = pin_from_config(config)
+    return short_run(config, steps, pinned, seed, workers, batch_size, hand_written)
 
 
 def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
@@ -56,7 +57,7 @@ def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
 
 def short_run(
     config: dict[str, Any], steps: int, pinned: numerics.Pinned, seed: int | None = None,
-    ranks: int = 1, batch_size: int | None = None,
+    workers: int = 1, batch_size: int | None = None, hand_written: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """The fingerprint of a process whose numerics are already `pinned`."""
     from tcrformer.training.loop import train
@@ -69,7 +70,7 @@ def short_run(
     if batch_size is not None:
         changes["batch_size"] = batch_size
     recipe = with_overrides(recipe_from_config(config["reversal"]), **changes)
-    trained = train(recipe, ranks=ranks)
+    trained = train(recipe, workers=workers, hand_written=hand_written)
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / "model.safetensors"
         save_model(weights, trained.model, recipe.architecture())
@@ -78,7 +79,8 @@ def short_run(
     return {
         "steps": steps,
         "seed": recipe.seed,
-        "ranks": ranks,
+        "workers": trained.timing["workers"],
+        "step": trained.step,
         "batch_size": recipe.batch_size,
         "losses_float32_hex": [float(x).hex() for x in losses],
         "last_loss": float(losses[-1]),
@@ -141,7 +143,7 @@ def products_fingerprint() -> dict[str, str]:
         return (
             a @ b
             if blas.active() is None
-            else products.product(a, b, a.new_empty(a.shape[0], b.shape[1]))
+            else products.gemm(a, b, a.new_empty(a.shape[0], b.shape[1]))
         )
 
     hashes = {}
@@ -177,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--seed", type=int, default=None, help="replace reversal.seed")
     parser.add_argument("--mode", choices=numerics.MODES, help="replace numerics.mode")
-    parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks")
+    parser.add_argument("--workers", type=int, default=1, help="the training's processes")
+    parser.add_argument("--autograd", action="store_true", help="train with autograd's step")
     parser.add_argument("--batch-size", type=int, help="replace reversal.batch_size")
     parser.add_argument("--products", action="store_true", help="the products' fingerprint")
     parser.add_argument("--torch-product", action="store_true", help="torch's own product only")
@@ -191,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.products:
             result["products"] = products_fingerprint()
     else:
-        result = fingerprint(config, args.steps, args.seed, args.ranks, args.batch_size)
+        result = fingerprint(
+            config, args.steps, args.seed, args.workers, args.batch_size, not args.autograd
+        )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -5,10 +5,17 @@ One step, as in seed section 10.9:
     loss = CE_smoothed(model(src, tgt_in), tgt_out)      padding ignored
     clip ||grad|| to grad_clip, Adam step, schedule step
 
-Randomness has three sources, each seeded from the recipe and saved in every checkpoint:
-torch's global generator (weight init, dropout), a separate generator for the training
-batches, and on CUDA the device generator. A run killed at any point and restarted from its
-last checkpoint therefore replays exactly the steps it lost.
+Two ways to take it. On the CPU the fast Transformer in fp32 trains with the hand-written
+step (training.step: no autograd, the batch in chunks over `workers` processes, the same bits
+for any number of them). Everything else (a GPU, the reference model, a GRU, bf16,
+torch.compile) trains with autograd in this process; the record says which ran and why.
+
+Randomness is seeded from the recipe and saved in every checkpoint: torch's global generator
+(weight init; autograd's dropout), a separate generator for the training batches, the fast
+model's dropout generator under autograd, and on CUDA the device generator. The hand-written
+step's dropout streams are derived from the seed, the chunk and the step, so they hold no
+state. A run killed at any point and restarted from its last checkpoint replays exactly the
+steps it lost.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from tcrformer.training.data import PAD, TrainingStrings, derive_seed
 from tcrformer.training.model import build_model, save_model, with_gru_size
 from tcrformer.training.recipe import Recipe, resolve_device
 from tcrformer.training.schedule import schedule_for
-from tcrformer.training.shard import SOLO, Shard
+from tcrformer.training.step import STEP, HandStep, covers
 
 LOG = logging.getLogger("tcrformer.reversal")
 
@@ -70,13 +77,10 @@ def make_optimizer(recipe: Recipe, model: nn.Module, device: torch.device):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
 
 
-def make_step(
-    recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device, shard=SOLO
-):
-    """step(src, tgt) -> (loss, the gradient norm before clipping), both detached. No .item():
-    nothing waits for the device here. grad_clip 0 clips nothing (the norm is still taken).
-    Over several ranks (training.parallel) each takes its share of the batch, and the loss
-    and the gradients are the full batch's, summed over the ranks."""
+def make_step(recipe: Recipe, model: nn.Module, optimizer, scheduler, device: torch.device):
+    """The autograd step: step(src, tgt, index) -> (loss, the gradient norm before clipping),
+    both detached. No .item(): nothing waits for the device here. grad_clip 0 clips nothing
+    (the norm is still taken)."""
     loss_of = batch_loss
     max_norm = recipe.grad_clip if recipe.grad_clip > 0 else math.inf
     if recipe.compile:
@@ -86,28 +90,16 @@ def make_step(
         # (nonzero) would make the host wait for the device, and padding costs less there
     params = [p for p in model.parameters() if p.requires_grad]
     use_bf16 = recipe.precision == "bf16"
-    stress_step = recipe.stress_step  # the step whose gradient is scaled (0: none)
-    shared = shard.gradients(params) if shard.size > 1 else None  # what the ranks sum
 
-    def step(src: Tensor, tgt: Tensor) -> Tensor:
+    def step(src: Tensor, tgt: Tensor, index: int = 0) -> tuple[Tensor, Tensor]:
         model.train()
-        share = None
-        if shard.size > 1:
-            src, tgt, share = shard.rows(src, tgt)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss = loss_of(model, src, tgt, recipe.label_smoothing)
-        if share is not None:
-            loss = loss * share  # this rank's part of the full batch's mean loss
-        if shared is None:
-            optimizer.zero_grad(set_to_none=True)
-        else:
-            shared.zero()
-        if stress_step and scheduler.last_epoch + 1 == stress_step:
+        optimizer.zero_grad(set_to_none=True)
+        if recipe.stress_step and index == recipe.stress_step:
             (loss * recipe.stress_scale).backward()  # the bad batch: its gradient scaled
         else:
             loss.backward()
-        if shared is not None:
-            loss = shared.sum(loss)
         norm = nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()
         scheduler.step()
@@ -123,52 +115,61 @@ class Run:
     recipe: Recipe
     device: torch.device
     model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
     strings: TrainingStrings  # the training data; its generator is saved in checkpoints
     losses: Tensor  # (steps,) on the device, filled as training goes
     grad_norms: Tensor  # (steps,) the gradient norm before clipping, at every step
     step: int = 0  # steps done
-    shard: Shard = SOLO  # this process's rank among the ranks (training.parallel)
+    hand: HandStep | None = None  # the hand-written step, or None: autograd
+    optimizer: torch.optim.Optimizer | None = None  # autograd's
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    why_autograd: str = ""  # why the hand-written step does not train this recipe
 
     @property
     def dropout_bits(self):
-        """The fast model's own dropout generator, when it uses one (see fast.Dropout)."""
+        """The fast model's own dropout generator under autograd (see fast.Dropout)."""
         dropout = getattr(self.model, "dropout", None)
         return dropout if getattr(dropout, "bits", None) is not None else None
 
-    def _rng(self) -> dict:
+    def step_function(self) -> Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]]:
+        if self.hand is not None:
+            return self.hand
+        return make_step(self.recipe, self.model, self.optimizer, self.scheduler, self.device)
+
+    def lr(self, step: int) -> float:
+        """The learning rate step `step` (1-based) takes."""
+        return self.hand.lr(step) if self.hand is not None else self.scheduler.get_last_lr()[0]
+
+    def state(self) -> dict:
+        """What a checkpoint holds."""
         rng = {"torch": torch.get_rng_state(), "batches": self.strings.generator.get_state()}
         if self.dropout_bits is not None:
             rng["dropout_bits"] = self.dropout_bits.state()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        return rng
-
-    def state(self) -> dict:
-        """What a checkpoint holds; over several ranks, every rank's random streams (a
-        collective: every rank calls it)."""
-        rng = self._rng()
-        if self.shard.size > 1:
-            rng = {"ranks": self.shard.gather({k: _cpu(v) for k, v in rng.items()})}
+        if self.hand is not None:
+            optimiser = {"hand": self.hand.state()}
+        else:
+            optimiser = {"optimizer": self.optimizer.state_dict(),
+                         "scheduler": self.scheduler.state_dict()}  # fmt: skip
         return {
-            "ranks": self.shard.size,
             "format": CHECKPOINT_FORMAT,
             "fingerprint": self.recipe.fingerprint(),
             "step": self.step,
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            **optimiser,
             "rng": rng,
             "losses": self.losses[: self.step].cpu(),
             "grad_norms": self.grad_norms[: self.step].cpu(),
         }
 
     def restore(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        rng = state["rng"]["ranks"][self.shard.rank] if self.shard.size > 1 else state["rng"]
+        self.model.load_state_dict(state["model"])  # into the bound views: copied in place
+        if self.hand is not None:
+            self.hand.restore(state["hand"])
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         self.strings.generator.set_state(rng["batches"])
         if self.dropout_bits is not None:
@@ -178,6 +179,10 @@ class Run:
         self.step = state["step"]
         self.losses[: self.step] = state["losses"].to(self.device)
         self.grad_norms[: self.step] = state["grad_norms"].to(self.device)
+
+    def close(self) -> None:
+        if self.hand is not None:
+            self.hand.close()
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -190,103 +195,95 @@ class Trained:
     timing: dict = field(default_factory=dict)  # wall-clock facts, never results
     grad_norms: Tensor | None = None  # (steps,) the gradient norm before clipping
     recipe: Recipe | None = None  # what was trained (a GRU's width filled in)
+    step: str = STEP  # which step trained it: STEP, or why autograd did
 
 
-def new_run(recipe: Recipe, device: torch.device, shard: Shard = SOLO) -> Run:
+def new_run(
+    recipe: Recipe, device: torch.device, workers: int = 1, hand_written: bool = True
+) -> Run:
+    """A fresh run: the model from the seed, and the step that trains it (the hand-written
+    one on `workers` processes where it covers the recipe and `hand_written` allows it,
+    else autograd's)."""
     recipe = with_gru_size(recipe)
-    torch.manual_seed(recipe.seed)  # every rank: the same initial weights
+    torch.manual_seed(recipe.seed)  # the initial weights
     model = build_model(recipe.architecture(), recipe.impl, init=recipe.init).to(device)
-    fast_transformer = recipe.impl == "fast" and recipe.arch == "transformer"
-    if fast_transformer and device.type == "cpu" and not recipe.compile:
-        stream = "dropout" if shard.size == 1 else f"dropout rank {shard.rank}"
-        model.dropout.draw_bits_from(derive_seed(recipe.seed, stream))
-    elif shard.size > 1:  # torch's own dropout: its generator, offset by the rank
-        torch.manual_seed(derive_seed(recipe.seed, f"dropout rank {shard.rank}"))
-    optimizer, scheduler = make_optimizer(recipe, model, device)
     strings = TrainingStrings(recipe)
     losses = torch.full((recipe.steps,), math.nan, device=device)
     grad_norms = torch.full((recipe.steps,), math.nan, device=device)
-    return Run(recipe, device, model, optimizer, scheduler, strings, losses, grad_norms, 0, shard)
+    run = Run(recipe, device, model, strings, losses, grad_norms)
+    run.why_autograd = covers(recipe, device) if hand_written else "autograd: asked for"
+    if not run.why_autograd:
+        run.hand = HandStep(recipe, model, workers)
+        return run
+    fast_transformer = recipe.impl == "fast" and recipe.arch == "transformer"
+    if fast_transformer and device.type == "cpu" and not recipe.compile:
+        model.dropout.draw_bits_from(derive_seed(recipe.seed, "dropout"))
+    run.optimizer, run.scheduler = make_optimizer(recipe, model, device)
+    return run
 
 
 def train(
     recipe: Recipe,
     checkpoint_dir: str | Path | None = None,
-    ranks: int = 1,
-    workers=None,
-    threads: int | None = None,
+    workers: int = 1,
     on_step: Callable[[int], None] | None = None,
     on_loss: Callable[[int, Tensor], None] | None = None,
+    hand_written: bool = True,
 ) -> Trained:
     """The one way in: train `recipe` from scratch, or from the last checkpoint in
-    checkpoint_dir if there is one, which is removed once the run has finished. Over
-    `ranks` > 1 the same step is split by rows (training.parallel; `workers` are ranks
-    1..R-1 started early by training.ranks, else they start here). `on_step(step)` and
-    `on_loss(step, loss)` (the step's loss, a 0-d tensor on the device) run after every
-    step on the first rank (a progress bar, a live loss curve)."""
-    if threads:
-        torch.set_num_threads(threads)
-    if ranks > 1:
-        from tcrformer.training.parallel import train_parallel
-
-        trained = train_parallel(
-            recipe, ranks, train_rank, checkpoint_dir, on_step, workers, on_loss
-        )
-    else:
-        device = resolve_device(recipe.device, f"{recipe.config_path}.device")
-        trained = train_rank(recipe, SOLO, device, checkpoint_dir, on_step, on_loss)
+    checkpoint_dir if there is one, which is removed once the run has finished. On the CPU
+    the hand-written step runs its chunks on `workers` processes (training.workers);
+    hand_written=False trains with autograd (the benchmarks, the numerics' anchors).
+    `on_step(step)` and `on_loss(step, loss)` (the step's loss, a 0-d tensor on the device)
+    run after every step (a progress bar, a live loss curve)."""
+    recipe = with_gru_size(recipe)  # a GRU without a width: the Transformer's size
+    device = resolve_device(recipe.device, f"{recipe.config_path}.device")
+    run = new_run(recipe, device, workers, hand_written)
+    try:
+        trained = _loop(run, checkpoint_dir, on_step, on_loss)
+    finally:
+        run.close()
+    if run.why_autograd:
+        LOG.info("%s", run.why_autograd)
+    trained.timing["workers"] = run.hand.workers.count if run.hand is not None else 1
     if checkpoint_dir is not None:
         discard_checkpoints(checkpoint_dir, trained.recipe)
     return trained
 
 
-def train_rank(
-    recipe: Recipe,
-    shard: Shard,
-    device: torch.device,
-    checkpoint_dir: str | Path | None = None,
-    on_step: Callable[[int], None] | None = None,
-    on_loss: Callable[[int, Tensor], None] | None = None,
-) -> Trained:
-    """The loop on one rank (all of it with one rank). Over several ranks every rank first
-    shows the others the fingerprint of the recipe it was handed: one that trains another
-    recipe (a key lost on its way to a rank's process) stops them all."""
-    recipe = with_gru_size(recipe)  # a GRU without a width: the Transformer's size
-    if shard.size > 1:
-        prints = shard.gather(recipe.fingerprint())
-        if len(set(prints)) > 1:
-            raise ValueError(f"the ranks were handed different recipes: fingerprints {prints}")
-    run = new_run(recipe, device, shard)
+def _loop(run: Run, checkpoint_dir, on_step, on_loss) -> Trained:
+    recipe, device = run.recipe, run.device
     ckpt = checkpoint_path(checkpoint_dir, recipe) if checkpoint_dir else None
     if ckpt is not None and ckpt.exists():
         load_checkpoint(ckpt, run)
-        if shard.leads:
-            LOG.info("resumed from %s at step %d", ckpt, run.step)
+        LOG.info("resumed from %s at step %d", ckpt, run.step)
     resumed_from = run.step
-    step_fn = make_step(recipe, run.model, run.optimizer, run.scheduler, device, shard)
+    step_fn = run.step_function()
     progress = Progress(recipe.steps, run.step)
     first_step_s = None
     for step in range(run.step + 1, recipe.steps + 1):
         src, tgt = run.strings.next_batch()
-        lr = run.scheduler.get_last_lr()[0]
-        run.losses[step - 1], run.grad_norms[step - 1] = step_fn(_to(src, device), _to(tgt, device))
+        lr = run.lr(step)
+        run.losses[step - 1], run.grad_norms[step - 1] = step_fn(
+            _to(src, device), _to(tgt, device), step
+        )
         run.step = step
         if first_step_s is None:
             first_step_s = progress.elapsed()  # includes compilation when compile is on
-        if shard.leads and (step % recipe.log_every == 0 or step == recipe.steps):
+        if step % recipe.log_every == 0 or step == recipe.steps:
             progress.log(step, run.losses[step - 1].item(), lr)
         if ckpt is not None and step % recipe.checkpoint_every == 0 and step < recipe.steps:
-            save_checkpoint(ckpt, run)  # every rank calls it; the first rank writes
-        if checkpoint_dir and shard.leads and step in recipe.snapshot_steps:
-            path = snapshot_path(checkpoint_dir, recipe, step)
-            save_model(path, run.model, recipe.architecture())
-        if on_step is not None and shard.leads:
+            save_checkpoint(ckpt, run)
+        if checkpoint_dir and step in recipe.snapshot_steps:
+            save_model(
+                snapshot_path(checkpoint_dir, recipe, step), run.model, recipe.architecture()
+            )
+        if on_step is not None:
             on_step(step)
-        if on_loss is not None and shard.leads:
+        if on_loss is not None:
             on_loss(step, run.losses[step - 1])
-    seconds = progress.elapsed()
     timing = {
-        "train_seconds": seconds,
+        "train_seconds": progress.elapsed(),
         "first_step_seconds": first_step_s,
         "steps_run": recipe.steps - resumed_from,
         "resumed_from_step": resumed_from,
@@ -294,11 +291,12 @@ def train_rank(
         "impl": recipe.impl,
         "compile": recipe.compile,
         "precision": recipe.precision,
+        "step": run.why_autograd or STEP,
         "threads": torch.get_num_threads(),
-        "ranks": shard.size,
         "torch": torch.__version__,
     }
-    return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu(), run.recipe)
+    step_name = run.why_autograd or STEP
+    return Trained(run.model, run.losses.cpu(), timing, run.grad_norms.cpu(), recipe, step_name)
 
 
 def _cpu(value):

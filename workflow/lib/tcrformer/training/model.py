@@ -74,14 +74,18 @@ def save_models(
     state, seeds = {}, [s for s in models if s is not None]
     for seed, model in models.items():
         prefix = "" if seed is None else f"seed{seed}."
-        state.update(
-            {prefix + k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        )
+        state.update({prefix + k: _own(v) for k, v in model.state_dict().items()})
     metadata = {"architecture": json.dumps(architecture)}
     if seeds:
         metadata["seeds"] = json.dumps(seeds)
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata=metadata)
+
+
+def _own(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy with storage of its own (a parameter may be a view of the
+    hand-written step's flat buffer, and safetensors refuses tensors that share storage)."""
+    return tensor.detach().cpu().clone(memory_format=torch.contiguous_format)
 
 
 def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, str], dict]:

@@ -88,6 +88,9 @@ class Runtime:
     impl: str  # reference | fast
     compile: bool
     precision: str  # fp32 | bf16 (autocast)
+    # The hand-written step's chunks of a batch (training.step): each computed alone, with
+    # dropout draws of its own, and summed in order; any number of workers runs them.
+    chunks: int = 2
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Chapter ensemble's rules, each returning its outputs by name.
 
-train_ensemble     one seed: exactly the single run of that seed, on ensemble.ranks ranks
+train_ensemble     one seed: exactly the single run of that seed, on one worker
 evaluate_ensemble  one seed, evaluated exactly as the single run is
 ensemble_summary   every stochastic value as a distribution over seeds, the seed
                    document's value placed in it, the loss bands, every seed's curve and
@@ -31,21 +31,20 @@ def seed_values(recipe, losses: pd.DataFrame, evaluation) -> dict[str, Any]:
     return values
 
 
-def train_ensemble(
-    recipe, checkpoints: str | Path, numerics: dict, ranks: int = 1, workers=None
-) -> dict[str, Any]:
-    """One seed (the recipe's), trained as the single run is, over `ranks` data-parallel
-    ranks (ranks 1..R-1 in `workers` when the caller started them, training.ranks)."""
+def train_ensemble(recipe, checkpoints: str | Path, numerics: dict) -> dict[str, Any]:
+    """One seed (the recipe's), trained as the single run is, on one worker: the same bits
+    as the single run of that seed on any number of workers."""
+    from tcrformer.chapters.reversal.compute import training_record
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_models
     from tcrformer.training.values import losses_frame
 
-    trained = train(recipe, checkpoints, ranks=ranks, workers=workers)
+    trained = train(recipe, checkpoints)
     models = {recipe.seed: trained.model}
     return {
         "models": lambda path: save_models(path, models, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy(), recipe.seed),
-        "numerics": {**numerics, "ranks": ranks},  # the bits depend on the rank count too
+        "numerics": training_record(numerics, trained, recipe),
         "timing": {**trained.timing, "seed": recipe.seed},
     }
 

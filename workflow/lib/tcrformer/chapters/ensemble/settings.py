@@ -8,28 +8,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcrformer.core.config import ConfigError
-from tcrformer.core.numerics import check_ranks_fit, visible_gpus
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The `ensemble:` config section: one training job per seed, over `ranks` ranks."""
+    """The `ensemble:` config section: one training job per seed, one worker each."""
 
     recipe: str
     seeds: tuple[int, ...]
     max_seeds: int
-    ranks: int = 1
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
         section = config["ensemble"]
-        settings = cls(
-            section["recipe"], tuple(section["seeds"]), section["max_seeds"], section["ranks"]
-        )
-        recipe = recipe_from_config(config["reversal"], settings.recipe)
-        where = f"{recipe.config_path}.device"
-        check_ranks_fit(settings.ranks, recipe.device, visible_gpus(), where, "ensemble.ranks")
+        settings = cls(section["recipe"], tuple(section["seeds"]), section["max_seeds"])
+        recipe_from_config(config["reversal"], settings.recipe)
         if len(settings.seeds) > settings.max_seeds:
             raise ConfigError(
                 "ensemble.seeds",

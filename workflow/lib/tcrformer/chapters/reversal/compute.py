@@ -19,24 +19,25 @@ from tcrformer.training.values import losses_frame, read_losses, recipe_values
 
 
 def train_reversal(
-    recipe: Recipe,
-    checkpoints: str | Path,
-    numerics: dict,
-    ranks: int = 1,
-    workers=None,
-    on_loss=None,
+    recipe: Recipe, checkpoints: str | Path, numerics: dict, workers: int = 1, on_loss=None
 ) -> dict[str, Any]:
-    """Train `recipe` over `ranks` data-parallel ranks (ranks 1..R-1 in `workers` when the
-    caller started them early, training.ranks); a run killed before the end resumes from
-    its last checkpoint. `on_loss(step, loss)` sees each step's loss (the notebook's live
-    curve)."""
-    trained = train(recipe, checkpoints, ranks=ranks, workers=workers, on_loss=on_loss)
+    """Train `recipe` on `workers` processes (the bits do not depend on how many); a run
+    killed before the end resumes from its last checkpoint. `on_loss(step, loss)` sees each
+    step's loss (the notebook's live curve)."""
+    trained = train(recipe, checkpoints, workers=workers, on_loss=on_loss)
     return {
         "model": lambda path: save_model(path, trained.model, trained.recipe.architecture()),
         "losses": losses_frame(trained.losses.numpy()),
-        "numerics": {**numerics, "ranks": ranks},  # the bits depend on the rank count too
+        "numerics": training_record(numerics, trained, recipe),
         "timing": {**trained.timing, "recipe": recipe.name, "fingerprint": recipe.fingerprint()},
     }
+
+
+def training_record(numerics: dict, trained, recipe: Recipe) -> dict[str, Any]:
+    """The numerics a training ran under, with the step that trained it: the hand-written
+    one (its chunks, its workers) or autograd, and why."""
+    return {**numerics, "step": trained.step, "chunks": recipe.chunks,
+            "workers": trained.timing["workers"]}  # fmt: skip
 
 
 def curve_values(recipe: Recipe, losses, values, evaluation) -> dict[str, float]:

@@ -1,0 +1,537 @@
+"""The encoder-decoder's training step written out by hand: the forward and backward passes
+over one flat buffer of parameters and one of gradients, with no autograd tape.
+
+`fast.py` runs the model under autograd, which records every operation and replays it
+backwards. At this model's size (d = 64, rows of at most 17 tokens) a step is mostly that
+bookkeeping and small memory passes, not arithmetic. Here each layer's backward pass is
+written beside its forward pass, as in a textbook, and every matrix product goes to
+`products.gemm` (OpenBLAS's portable kernels when they are loaded).
+
+Shapes, for one chunk of b strings: the source rows are the Ns real source tokens, the
+target rows the Nt target positions with a token to predict (fast.Packed). Every
+position-wise layer works on those packed rows, (N, d). Attention alone lays its rows out
+on the (b, L) grid, and reads each head in place as a strided (L, d_k) matrix of that grid:
+
+    qkv grid (b, L, 3d):  [ Q_1 .. Q_h | K_1 .. K_h | V_1 .. V_h ],  head j at columns j d_k
+    scores   (b, h, Lq, Lk) = Q_j K_j^T / sqrt(d_k) + mask bias,  softmax over the keys
+
+The same weights, switches and dropout draws as fast.EncoderDecoder (the oracle,
+tests/test_backprop.py): Post-LN or Pre-LN, positions on or off, the 1/sqrt(d_k) on or off,
+dropout and label smoothing at any rate. Dropout draws from a fast.Dropout, in the order the
+fast model draws, so the two see the same masks from the same generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from tcrformer.models import fast
+from tcrformer.models.products import gemm
+from tcrformer.models.transformer import MASKED_SCORE
+
+EPS = 1e-5  # LayerNorm's, as nn.LayerNorm's default
+# The fused order of an attention's parameters in the flat buffer: W_Q, W_K, W_V and their
+# biases side by side, so that [W_Q; W_K; W_V] (and [W_K; W_V]) is one (n d, d) matrix.
+ATTENTION_ORDER = ("w_q.weight", "w_k.weight", "w_v.weight",
+                   "w_q.bias", "w_k.bias", "w_v.bias", "w_o.weight", "w_o.bias")  # fmt: skip
+
+
+# The flat buffer ------------------------------------------------------------------------------
+
+
+def flat_order(names: list[str]) -> list[str]:
+    """The model's parameter names in their flat-buffer order: the model's own, except that
+    each attention's eight parameters follow ATTENTION_ORDER."""
+    order: list[str] = []
+    for name in names:
+        if name.endswith("w_q.weight"):
+            prefix = name.removesuffix("w_q.weight")
+            order += [prefix + leaf for leaf in ATTENTION_ORDER]
+        elif name not in order:
+            order.append(name)
+    return order
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each parameter lives in the flat buffer: name -> (offset, shape)."""
+
+    places: dict[str, tuple[int, torch.Size]]
+    size: int
+
+    @classmethod
+    def of(cls, model: nn.Module) -> Layout:
+        shapes = {name: p.shape for name, p in model.named_parameters()}
+        places, offset = {}, 0
+        for name in flat_order(list(shapes)):
+            places[name] = (offset, shapes[name])
+            offset += shapes[name].numel()
+        return cls(places, offset)
+
+    def views(self, flat: Tensor) -> dict[str, Tensor]:
+        return {name: flat[o : o + s.numel()].view(s) for name, (o, s) in self.places.items()}
+
+    def span(self, flat: Tensor, first: str, count: int, shape: tuple[int, ...]) -> Tensor:
+        """`count` floats from parameter `first` on, as `shape` (several fused parameters)."""
+        offset = self.places[first][0]
+        return flat[offset : offset + count].view(shape)
+
+
+def bind(model: nn.Module, flat: Tensor, layout: Layout) -> None:
+    """Copy the model's parameters into `flat` and make each one a view of its place there:
+    the model (its state dict, evaluation, saving) and the step then share the weights."""
+    views = layout.views(flat)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            views[name].copy_(param)
+            param.data = views[name]
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    qkv: Tensor  # (3d, d): [W_Q; W_K; W_V]
+    qkv_bias: Tensor  # (3d,)
+    out: Tensor  # (d, d): W_O
+    out_bias: Tensor  # (d,)
+
+
+@dataclass(frozen=True)
+class FeedForwardWeights:
+    w_1: Tensor  # (d_ff, d)
+    b_1: Tensor
+    w_2: Tensor  # (d, d_ff)
+    b_2: Tensor
+
+
+@dataclass(frozen=True)
+class NormWeights:
+    weight: Tensor  # (d,)
+    bias: Tensor
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    attention: tuple[AttentionWeights, ...]  # self-attention; in the decoder, cross-attention
+    ffn: FeedForwardWeights
+    norms: tuple[NormWeights, ...]  # one per sub-layer
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The model's parameters (or their gradients) as views of one flat buffer, by role."""
+
+    src_embed: Tensor  # (V, d)
+    tgt_embed: Tensor  # (V, d)
+    encoder: tuple[LayerWeights, ...]
+    decoder: tuple[LayerWeights, ...]
+    encoder_norm: NormWeights | None  # Pre-LN only: each stack's final LayerNorm
+    decoder_norm: NormWeights | None
+    generator: Tensor  # (V, d)
+    generator_bias: Tensor  # (V,)
+
+    @classmethod
+    def of(cls, flat: Tensor, layout: Layout, d: int) -> Weights:
+        v = layout.views(flat)
+
+        def attention(p: str) -> AttentionWeights:
+            return AttentionWeights(
+                layout.span(flat, f"{p}.w_q.weight", 3 * d * d, (3 * d, d)),
+                layout.span(flat, f"{p}.w_q.bias", 3 * d, (3 * d,)),
+                v[f"{p}.w_o.weight"], v[f"{p}.w_o.bias"],
+            )  # fmt: skip
+
+        def norm(p: str) -> NormWeights | None:
+            return NormWeights(v[f"{p}.weight"], v[f"{p}.bias"]) if f"{p}.weight" in v else None
+
+        def layer(p: str, attentions: tuple[str, ...], norms: int) -> LayerWeights:
+            names = ("w_1.weight", "w_1.bias", "w_2.weight", "w_2.bias")
+            ffn = FeedForwardWeights(*(v[f"{p}.ffn.{n}"] for n in names))
+            return LayerWeights(
+                tuple(attention(f"{p}.{a}") for a in attentions),
+                ffn,
+                tuple(norm(f"{p}.norm{i}") for i in range(1, norms + 1)),
+            )
+
+        def stack(name: str, attentions, norms) -> tuple[LayerWeights, ...]:
+            count = sum(
+                1 for n in v if n.startswith(f"{name}.layers.") and n.endswith("norm1.weight")
+            )
+            return tuple(layer(f"{name}.layers.{i}", attentions, norms) for i in range(count))
+
+        return cls(
+            v["src_embed.weight"], v["tgt_embed.weight"],
+            stack("encoder", ("self_attn",), 2), stack("decoder", ("self_attn", "cross_attn"), 3),
+            norm("encoder.norm"), norm("decoder.norm"), v["generator.weight"], v["generator.bias"],
+        )  # fmt: skip
+
+
+# The parts of a step ---------------------------------------------------------------------------
+
+
+def linear(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    """x W^T + b: (N, i) -> (N, o)."""
+    y = b.expand(x.shape[0], -1).contiguous()
+    return gemm(x, w.t(), y, beta=1.0)
+
+
+def linear_backward(dy: Tensor, x: Tensor, w: Tensor, dw: Tensor, db: Tensor) -> Tensor:
+    """Writes dW = dy^T x and db = the column sums of dy; returns dx = dy W."""
+    gemm(dy.t(), x, dw)
+    torch.sum(dy, 0, out=db)
+    return gemm(dy, w, dy.new_empty(dy.shape[0], w.shape[1]))
+
+
+def layer_norm(x: Tensor, n: NormWeights) -> tuple[Tensor, tuple]:
+    y, mean, rstd = torch.native_layer_norm(x, (x.shape[-1],), n.weight, n.bias, EPS)
+    return y, (x, mean, rstd, n)
+
+
+def layer_norm_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
+    x, mean, rstd, n = saved
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+        dy, x, (x.shape[-1],), mean, rstd, n.weight, n.bias, (True, True, True)
+    )
+    dn.weight.copy_(dw)
+    dn.bias.copy_(db)
+    return dx
+
+
+class Dropout:
+    """Inverted dropout with a fast.Dropout's masks: each call takes the next mask, in the
+    order the fast model takes them, and returns it for the backward pass (None when p = 0)."""
+
+    def __init__(self, source: fast.Dropout):
+        self.source = source
+
+    def __call__(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        if self.source.p == 0:
+            return x, None
+        mask = self.source.keep_multiplier(x.shape, x.dtype)  # 0 or 1 / (1 - p)
+        return x * mask, mask
+
+    @staticmethod
+    def backward(dy: Tensor, mask: Tensor | None) -> Tensor:
+        return dy if mask is None else dy * mask
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The real tokens of b strings padded to L: their places in the (b, L) grid, in order."""
+
+    index: Tensor  # (N,) places in the flattened grid
+    position: Tensor  # (N,) position within its string
+    b: int
+    L: int
+
+    @classmethod
+    def where(cls, real: Tensor) -> Rows:  # real: (b, L) bool
+        index = real.flatten().nonzero().squeeze(1)
+        return cls(index, index % real.shape[1], *real.shape)
+
+    def to_grid(self, x: Tensor) -> Tensor:
+        """(N, C) -> (b, L, C), zeros where there is no token."""
+        grid = x.new_zeros(self.b * self.L, x.shape[1])
+        return grid.index_copy_(0, self.index, x).view(self.b, self.L, -1)
+
+    def from_grid(self, grid: Tensor) -> Tensor:
+        """(b, L, C) -> (N, C)."""
+        return grid.view(self.b * self.L, -1).index_select(0, self.index)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one kind of attention sees: its query and key rows, and the mask as a score bias."""
+
+    queries: Rows
+    keys: Rows
+    bias: Tensor  # (b, h, Lq, Lk): 0 where a query may attend, MASKED_SCORE where not
+
+
+def score_bias(allowed: Tensor, h: int) -> Tensor:
+    """(b, Lq, Lk) bool -> (b, h, Lq, Lk) float: 0 or MASKED_SCORE."""
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, MASKED_SCORE)
+    return bias.unsqueeze(1).expand(-1, h, -1, -1).contiguous()
+
+
+class Attention:
+    """Multi-head attention on packed rows; every head is a column block of a grid, read in
+    place as a strided matrix (one batched product per head, over the b strings).
+
+    Self-attention projects x once to the grid [Q K V]; cross-attention projects x to [Q]
+    and the encoder's rows to [K V].
+    """
+
+    def __init__(self, h: int, scale: float, dropout: Dropout):
+        self.h, self.scale, self.dropout = h, scale, dropout
+
+    def heads(self, grid: Tensor, first: int, d_k: int) -> list[Tensor]:
+        """The h (b, L, d_k) views of the grid's column block that starts at `first`."""
+        return [grid[:, :, first + j * d_k : first + (j + 1) * d_k] for j in range(self.h)]
+
+    def forward(self, x: Tensor, memory: Tensor | None, w: AttentionWeights, scope: Scope):
+        d = w.out.shape[0]
+        d_k = d // self.h
+        if memory is None:  # self-attention: one (N, 3d) projection
+            q_grid = kv_grid = scope.queries.to_grid(linear(x, w.qkv, w.qkv_bias))
+            k_first = d
+        else:
+            q_grid = scope.queries.to_grid(linear(x, w.qkv[:d], w.qkv_bias[:d]))
+            kv_grid = scope.keys.to_grid(linear(memory, w.qkv[d:], w.qkv_bias[d:]))
+            k_first = 0
+        q, k = self.heads(q_grid, 0, d_k), self.heads(kv_grid, k_first, d_k)
+        v = self.heads(kv_grid, k_first + d, d_k)
+        scores = scope.bias.clone()  # (b, h, Lq, Lk)
+        for j in range(self.h):
+            gemm(q[j], k[j].transpose(1, 2), scores[:, j], alpha=self.scale, beta=1.0)
+        weights = torch.softmax(scores, -1)
+        dropped, mask = self.dropout(weights)
+        out = q_grid.new_empty(scope.queries.b, scope.queries.L, d)
+        heads_out = self.heads(out, 0, d_k)
+        for j in range(self.h):
+            gemm(dropped[:, j], v[j], heads_out[j])
+        o = scope.queries.from_grid(out)  # (Nq, d)
+        saved = (x, memory, q_grid, kv_grid, k_first, weights, dropped, mask, o, w, scope)
+        return linear(o, w.out, w.out_bias), saved
+
+    def backward(self, dy: Tensor, saved: tuple, dw: AttentionWeights):
+        """-> (dx, d memory or None); writes the attention's gradients into dw.
+
+        Per head, with Wd = dropout(W):  dWd = dO V^T,  dV = Wd^T dO,
+        dS = softmax'(dropout'(dWd)),  dQ = scale dS K,  dK = scale dS^T Q."""
+        x, memory, q_grid, kv_grid, k_first, weights, dropped, mask, o, w, scope = saved
+        d = w.out.shape[0]
+        d_k = d // self.h
+        d_o = scope.queries.to_grid(linear_backward(dy, o, w.out, dw.out, dw.out_bias))
+        q, k = self.heads(q_grid, 0, d_k), self.heads(kv_grid, k_first, d_k)
+        v = self.heads(kv_grid, k_first + d, d_k)
+        d_q_grid = torch.empty_like(q_grid)
+        d_kv_grid = d_q_grid if memory is None else torch.empty_like(kv_grid)
+        dq, dk = self.heads(d_q_grid, 0, d_k), self.heads(d_kv_grid, k_first, d_k)
+        dv = self.heads(d_kv_grid, k_first + d, d_k)
+        d_out = self.heads(d_o, 0, d_k)
+        d_dropped = torch.empty_like(weights)
+        for j in range(self.h):
+            gemm(d_out[j], v[j].transpose(1, 2), d_dropped[:, j])
+            gemm(dropped[:, j].transpose(1, 2), d_out[j], dv[j])
+        d_weights = Dropout.backward(d_dropped, mask)
+        d_scores = torch._softmax_backward_data(d_weights, weights, -1, weights.dtype)
+        for j in range(self.h):
+            gemm(d_scores[:, j], k[j], dq[j], alpha=self.scale)
+            gemm(d_scores[:, j].transpose(1, 2), q[j], dk[j], alpha=self.scale)
+        if memory is None:
+            d_qkv = scope.queries.from_grid(d_q_grid)
+            return linear_backward(d_qkv, x, w.qkv, dw.qkv, dw.qkv_bias), None
+        d_q = scope.queries.from_grid(d_q_grid)
+        dx = linear_backward(d_q, x, w.qkv[:d], dw.qkv[:d], dw.qkv_bias[:d])
+        d_kv = scope.keys.from_grid(d_kv_grid)
+        return dx, linear_backward(d_kv, memory, w.qkv[d:], dw.qkv[d:], dw.qkv_bias[d:])
+
+
+def feed_forward(x: Tensor, w: FeedForwardWeights, dropout: Dropout) -> tuple[Tensor, tuple]:
+    """W_2 dropout(relu(W_1 x + b_1)) + b_2: (N, d) -> (N, d_ff) -> (N, d)."""
+    hidden, mask = dropout(linear(x, w.w_1, w.b_1).relu_())
+    return linear(hidden, w.w_2, w.b_2), (x, hidden, mask, w)
+
+
+def feed_forward_backward(dy: Tensor, saved: tuple, dw: FeedForwardWeights) -> Tensor:
+    x, hidden, mask, w = saved
+    d_hidden = Dropout.backward(linear_backward(dy, hidden, w.w_2, dw.w_2, dw.b_2), mask)
+    # relu's gradient passes where its output is positive; dropped elements are 0 as well
+    d_pre = torch.ops.aten.threshold_backward(d_hidden, hidden, 0)
+    return linear_backward(d_pre, x, w.w_1, dw.w_1, dw.b_1)
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The network's parts that the claims' arms change (the paper's: the defaults)."""
+
+    num_heads: int
+    norm_first: bool = False  # Pre-LN: x + dropout(f(LN(x))), and a final LN per stack
+    positions: bool = True  # add the sinusoidal positional encoding
+    score_scale: bool = True  # divide the scores by sqrt(d_k)
+    label_smoothing: float = 0.0
+
+
+def smoothed_loss(log_probs: Tensor, target: Tensor, epsilon: float) -> Tensor:
+    """Sum over the rows of -(1 - eps) log p(target) - eps/V sum_v log p(v): the
+    label-smoothed cross-entropy (as F.cross_entropy's), not yet divided by the count."""
+    picked = log_probs.gather(1, target[:, None]).sum()
+    if epsilon == 0:
+        return -picked
+    return -(1 - epsilon) * picked - epsilon / log_probs.shape[1] * log_probs.sum()
+
+
+def smoothed_loss_backward(log_probs: Tensor, target: Tensor, epsilon: float, scale: float):
+    """d loss / d logits of smoothed_loss times `scale`: (softmax - q) scale, with
+    q = (1 - eps) onehot(target) + eps/V."""
+    grad = log_probs.exp()
+    if epsilon:
+        grad.sub_(epsilon / log_probs.shape[1])
+    grad.scatter_add_(1, target[:, None], grad.new_full((len(target), 1), -(1 - epsilon)))
+    return grad.mul_(scale)
+
+
+class Network:
+    """One chunk's forward and backward pass through the encoder-decoder.
+
+        loss = network.forward(src, tgt, n_tokens)   this chunk's part of the batch's mean loss
+        network.backward(grads)                      its gradient, written into `grads`
+
+    `n_tokens` is the whole batch's count of target tokens, so the chunks' losses (and
+    gradients) sum to the batch's mean. Every gradient is written once, never added to:
+    `grads` need not be zeroed.
+    """
+
+    def __init__(self, weights: Weights, switches: Switches, pe: Tensor, dropout: Dropout):
+        self.w, self.switches, self.pe, self.dropout = weights, switches, pe, dropout
+        d = weights.src_embed.shape[1]
+        self.h = switches.num_heads
+        scale = (d // self.h) ** -0.5 if switches.score_scale else 1.0
+        self.attention = Attention(self.h, scale, dropout)
+        self.sqrt_d = math.sqrt(d)
+
+    # A sub-layer with its residual connection and LayerNorm ------------------------------
+
+    def sublayer(self, x: Tensor, norm: NormWeights, f) -> tuple[Tensor, tuple]:
+        """Post-LN: LN(x + dropout(f(x))); Pre-LN: x + dropout(f(LN(x))).
+        f: x -> (f(x), what its backward pass needs)."""
+        if self.switches.norm_first:
+            normed, saved_norm = layer_norm(x, norm)
+            out, saved_f = f(normed)
+            out, mask = self.dropout(out)
+            return x + out, (saved_norm, saved_f, mask)
+        out, saved_f = f(x)
+        out, mask = self.dropout(out)
+        y, saved_norm = layer_norm(x + out, norm)
+        return y, (saved_norm, saved_f, mask)
+
+    def sublayer_backward(self, dy: Tensor, saved: tuple, d_norm: NormWeights, f_backward):
+        """f_backward: (d f(x), saved) -> dx."""
+        saved_norm, saved_f, mask = saved
+        if self.switches.norm_first:
+            d_normed = f_backward(Dropout.backward(dy, mask), saved_f)
+            return dy + layer_norm_backward(d_normed, saved_norm, d_norm)
+        d_sum = layer_norm_backward(dy, saved_norm, d_norm)
+        return d_sum + f_backward(Dropout.backward(d_sum, mask), saved_f)
+
+    def self_attention(self, scope: Scope, w: AttentionWeights):
+        return lambda x: self.attention.forward(x, None, w, scope)
+
+    def cross_attention(self, memory: Tensor, scope: Scope, w: AttentionWeights):
+        return lambda x: self.attention.forward(x, memory, w, scope)
+
+    def feed_forward(self, w: FeedForwardWeights):
+        return lambda x: feed_forward(x, w, self.dropout)
+
+    # Embeddings ---------------------------------------------------------------------------
+
+    def embed(self, table: Tensor, tokens: Tensor, rows: Rows) -> tuple[Tensor, Tensor | None]:
+        """dropout(E[token] sqrt(d) + PE[position]) of the packed rows: (N, d)."""
+        x = table.index_select(0, tokens).mul_(self.sqrt_d)
+        if self.switches.positions:
+            x = x + self.pe.index_select(0, rows.position)
+        return self.dropout(x)
+
+    def embed_backward(self, dx: Tensor, mask: Tensor | None, tokens: Tensor, d_table: Tensor):
+        d_table.zero_().index_add_(0, tokens, Dropout.backward(dx, mask) * self.sqrt_d)
+
+    # The whole pass -----------------------------------------------------------------------
+
+    def forward(self, src: Tensor, tgt: Tensor, n_tokens: int, pad: int) -> Tensor:
+        """src (b, Ls), tgt (b, Lt + 1), `pad` their padding token -> the chunk's summed
+        token losses / n_tokens."""
+        PAD = pad
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: shifted right
+        (b, Ls), Lt = src.shape, tgt_in.shape[1]
+        src_real, tgt_real = src != PAD, tgt_in != PAD
+        src_rows, tgt_rows = Rows.where(src_real), Rows.where(tgt_out != PAD)
+        causal = torch.ones(Lt, Lt, dtype=torch.bool).tril_()
+        keys = src_real[:, None, :]  # (b, 1, Ls)
+        source = Scope(src_rows, src_rows, score_bias(keys.expand(b, Ls, Ls), self.h))
+        masked = Scope(tgt_rows, tgt_rows, score_bias(tgt_real[:, None, :] & causal, self.h))
+        cross = Scope(tgt_rows, src_rows, score_bias(keys.expand(b, Lt, Ls), self.h))
+        self.src_tokens = src.flatten().index_select(0, src_rows.index)
+        self.tgt_tokens = tgt_in.flatten().index_select(0, tgt_rows.index)
+        self.target = tgt_out.flatten().index_select(0, tgt_rows.index)
+        self.n_tokens = n_tokens
+
+        w, self.saved = self.w, {"encoder": [], "decoder": []}
+        x, self.saved["src_embed"] = self.embed(w.src_embed, self.src_tokens, src_rows)
+        for layer in w.encoder:
+            x, s_attn = self.sublayer(
+                x, layer.norms[0], self.self_attention(source, layer.attention[0])
+            )
+            x, s_ffn = self.sublayer(x, layer.norms[1], self.feed_forward(layer.ffn))
+            self.saved["encoder"].append((s_attn, s_ffn))
+        memory, self.saved["encoder_norm"] = self.final_norm(x, w.encoder_norm)
+
+        y, self.saved["tgt_embed"] = self.embed(w.tgt_embed, self.tgt_tokens, tgt_rows)
+        for layer in w.decoder:
+            self_attn, cross_attn = layer.attention
+            y, s_self = self.sublayer(y, layer.norms[0], self.self_attention(masked, self_attn))
+            y, s_cross = self.sublayer(
+                y, layer.norms[1], self.cross_attention(memory, cross, cross_attn)
+            )
+            y, s_ffn = self.sublayer(y, layer.norms[2], self.feed_forward(layer.ffn))
+            self.saved["decoder"].append((s_self, s_cross, s_ffn))
+        y, self.saved["decoder_norm"] = self.final_norm(y, w.decoder_norm)
+        self.top = y
+        self.log_probs = torch.log_softmax(linear(y, w.generator, w.generator_bias), -1)
+        return smoothed_loss(self.log_probs, self.target, self.switches.label_smoothing) / n_tokens
+
+    def final_norm(self, x: Tensor, norm: NormWeights | None):
+        return (x, None) if norm is None else layer_norm(x, norm)
+
+    def backward(self, grads: Weights) -> None:
+        """The gradient of forward's loss with respect to every weight, into `grads`."""
+        w, saved = self.w, self.saved
+        d_logits = smoothed_loss_backward(
+            self.log_probs, self.target, self.switches.label_smoothing, 1.0 / self.n_tokens
+        )
+        dy = linear_backward(d_logits, self.top, w.generator, grads.generator, grads.generator_bias)
+        if saved["decoder_norm"] is not None:
+            dy = layer_norm_backward(dy, saved["decoder_norm"], grads.decoder_norm)
+        d_memory: Tensor | None = None
+
+        def cross_backward(d_out: Tensor, saved_f: tuple) -> Tensor:
+            nonlocal d_memory
+            dx, dm = self.attention.backward(d_out, saved_f, self.current)
+            d_memory = dm if d_memory is None else d_memory + dm
+            return dx
+
+        for i in reversed(range(len(w.decoder))):
+            s_self, s_cross, s_ffn = saved["decoder"][i]
+            g = grads.decoder[i]
+            dy = self.sublayer_backward(
+                dy, s_ffn, g.norms[2], lambda d, s, f=g.ffn: feed_forward_backward(d, s, f)
+            )
+            self.current = g.attention[1]
+            dy = self.sublayer_backward(dy, s_cross, g.norms[1], cross_backward)
+            dy = self.sublayer_backward(
+                dy,
+                s_self,
+                g.norms[0],
+                lambda d, s, a=g.attention[0]: self.attention.backward(d, s, a)[0],
+            )
+        self.embed_backward(dy, saved["tgt_embed"], self.tgt_tokens, grads.tgt_embed)
+
+        dx = d_memory
+        if saved["encoder_norm"] is not None:
+            dx = layer_norm_backward(dx, saved["encoder_norm"], grads.encoder_norm)
+        for i in reversed(range(len(w.encoder))):
+            s_attn, s_ffn = saved["encoder"][i]
+            g = grads.encoder[i]
+            dx = self.sublayer_backward(
+                dx, s_ffn, g.norms[1], lambda d, s, f=g.ffn: feed_forward_backward(d, s, f)
+            )
+            dx = self.sublayer_backward(
+                dx,
+                s_attn,
+                g.norms[0],
+                lambda d, s, a=g.attention[0]: self.attention.backward(d, s, a)[0],
+            )
+        self.embed_backward(dx, saved["src_embed"], self.src_tokens, grads.src_embed)
