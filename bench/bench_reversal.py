@@ -1,209 +1,232 @@
-"""Benchmark: training steps of the reference and the fast reversal model, in one run.
+"""Benchmark: the explainer's training code against ours, whole processes side by side.
 
-    python bench/bench_reversal.py --out results/bench [--steps 50 --blocks 5 --threads 2]
+    python bench/bench_reversal.py --out /tmp/bench [--steps 3000 --reps 3]
+    snakemake --cores 2 bench         # results/<run>/bench/bench.{csv,md}; not part of `all`
 
-Both implementations train the same recipe (the paper's, from config/config.yaml) on the
-same batches. After a warm-up, blocks of `--steps` steps alternate between them, so a busy
-machine slows both alike; the summary uses the median block. The same run measures what the
-machine can do: the fp32 (and bf16) matmul peak at the same thread count, and the FLOPs of
-one training step (torch.utils.flop_counter), hence achieved GFLOP/s and fraction of peak.
-Writes bench.csv (one row per block) and bench.md (the summary, and a profile of the fast
-step with --profile). Times are for reading, never for tests.
+Each variant trains the paper recipe (config/config.yaml) for `--steps` steps in a fresh
+process, timed from the process's start to the end of its training (Python, imports, the
+workers' start, the training: what a user pays). Repetitions alternate the variants, so a
+machine that gets busier slows all alike; the summary takes each variant's median. Variants:
+
+    explainer           the study notes' code (models/transformer.py) with autograd and
+                        torch's Adam, under torch's defaults: native code paths, a thread a core
+    explainer_1thread   the same on one thread
+    ours                the default run's training: portable numerics, the hand-written step
+                        (training.step) on numerics.threads = 2 workers
+    ours_1worker        the same on one worker of one thread
+
+The same run measures the machine: the portable OpenBLAS kernels' rate on one core for a
+large square product and for the step's own product shapes, and the FLOPs of one training
+step (the products of the step, counted by torch.utils.flop_counter on the autograd step
+that skips the padding as ours does). Achieved GFLOP/s over the kernels' rate times the
+cores a variant uses is its fraction of the AVX2 matrix-product peak. Times are for reading,
+never for tests; the ratios are what to compare.
 """
 
+from __future__ import annotations
+
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-import torch
-import yaml
-from torch.utils.flop_counter import FlopCounterMode
-
-from tcrformer.core.config import apply_receptor
-from tcrformer.core.io import write_csv, write_text
-from tcrformer.training.data import random_batch
-from tcrformer.training.loop import make_step, new_run
-from tcrformer.training.recipe import recipe_from_config, with_overrides
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
-    """Best GFLOP/s of a square matmul: what this machine's BLAS reaches at this thread count."""
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    a @ b
-    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
-    return 2 * size**3 / best / 1e9
+if "snakemake" in globals():  # the rule's script: directive runs a copy under .snakemake/
+    ROOT = Path(globals()["snakemake"].scriptdir).resolve().parent
+else:
+    ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "bench_reversal.py"
+# key: (label, numerics mode, torch threads (None: torch's default), workers, impl)
+VARIANTS = {
+    "explainer": ("the explainer's code, torch defaults", "native", None, 1, "reference"),
+    "explainer_1thread": ("the explainer's code, 1 thread", "native", 1, 1, "reference"),
+    "ours": ("ours, the default (portable, 2 workers)", "portable", 1, 2, "fast"),
+    "ours_1worker": ("ours, 1 worker of 1 thread", "portable", 1, 1, "fast"),
+}
 
 
-def _seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+def worker(config_path: Path, key: str, steps: int) -> dict:
+    """One repetition of `key`, in this fresh process: pin, import torch, train."""
+    import yaml
 
+    from tcrformer.core import numerics
+    from tcrformer.core.config import apply_receptor
 
-class Trainer:
-    """One implementation's model, optimizer and step function, fed from a shared batch list."""
+    _, mode, threads, workers, impl = VARIANTS[key]
+    pinned = numerics.pin(numerics.Numerics(mode, threads or 1))
+    import torch
 
-    def __init__(self, label: str, recipe):
-        self.label, self.recipe = label, recipe
-        run = new_run(recipe, torch.device("cpu"))
-        self.step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
-        self.done = 0
+    if threads is not None:
+        torch.set_num_threads(threads)
+    from tcrformer.training.loop import train
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
 
-    def run(self, batches) -> float:
-        start = time.perf_counter()
-        for src, tgt in batches:
-            self.step(src, tgt)
-        self.done += len(batches)
-        return time.perf_counter() - start
-
-    def flops(self, batch) -> int:
-        with FlopCounterMode(display=False) as counter:
-            self.step(*batch)
-        return counter.get_total_flops()
-
-
-MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-
-
-def profile_table(trainer: Trainer, batches, rows: int = 15) -> tuple[str, float]:
-    """torch.profiler's table of the step, and the share of its operator time in matmuls."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        trainer.run(batches)
-    events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events)
-    products = sum(e.self_cpu_time_total for e in events if e.key in MATRIX_PRODUCTS)
-    table = events.table(sort_by="self_cpu_time_total", row_limit=rows)
-    return table, products / total
-
-
-def main(argv=None, section: dict | None = None) -> None:
-    """Run the benchmark; `section` is the config's `reversal:` block (default: --config)."""
-    parser = argparse.ArgumentParser(description="Reference vs fast reversal training steps.")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--config", type=Path, default=ROOT / "config/config.yaml")
-    parser.add_argument("--steps", type=int, default=50, help="steps per timed block")
-    parser.add_argument("--blocks", type=int, default=5, help="timed blocks per implementation")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="also time fast + torch.compile")
-    parser.add_argument("--profile", action="store_true", help="profile the fast step")
-    parser.add_argument("--peak-size", type=int, default=2048,
-                        help="side of the square matmuls that measure the peak")  # fmt: skip
-    args = parser.parse_args(argv)
-
-    torch.set_num_threads(args.threads)
-    if section is None:
-        section = apply_receptor(yaml.safe_load(args.config.read_text()))["reversal"]
-    paper = recipe_from_config(section)
-    variants = {
-        "reference": {"impl": "reference", "compile": False},
-        "fast": {"impl": "fast", "compile": False},
+    config = apply_receptor(yaml.safe_load(config_path.read_text()))
+    recipe = with_overrides(recipe_from_config(config["reversal"]), steps=steps, device="cpu",
+                            log_every=10**6, impl=impl)  # fmt: skip
+    trained = train(recipe, workers=workers)
+    return {
+        "trained_at": time.time(),
+        "train_seconds": trained.timing["train_seconds"],
+        "step": trained.step,
+        "threads": torch.get_num_threads(),
+        "workers": workers,
+        "mode": pinned.mode,
+        "products": numerics.describe_products(pinned),
+        "last_loss": float(trained.losses[-1]),
     }
-    if args.compile:
-        variants["fast+compile"] = {"impl": "fast", "compile": True}
-    trainers = {}
-    for label, change in variants.items():
-        trainers[label] = Trainer(label, with_overrides(paper, device="cpu", **change))
-
-    generator = torch.Generator().manual_seed(0)
-    batches = [
-        random_batch(paper.batch_size, paper.min_len, paper.max_len, generator)
-        for _ in range(args.steps)
-    ]
-    first_step = {label: t.run(batches[:1]) for label, t in trainers.items()}  # incl. compile
-    for trainer in trainers.values():
-        trainer.run(batches[: args.warmup])
-    flops = {label: t.flops(batches[0]) for label, t in trainers.items()}
-
-    rows = []
-    peak32 = [matmul_peak(torch.float32, args.peak_size)]
-    for block in range(args.blocks):
-        for label, trainer in trainers.items():
-            seconds = trainer.run(batches)
-            rows.append(
-                {
-                    "block": block,
-                    "impl": label,
-                    "steps": len(batches),
-                    "seconds": round(seconds, 4),
-                    "steps_per_s": round(len(batches) / seconds, 3),
-                }
-            )
-            print(f"block {block} {label:>13}: {len(batches) / seconds:6.2f} steps/s", flush=True)
-        peak32.append(matmul_peak(torch.float32, args.peak_size))
-    peak16 = matmul_peak(torch.bfloat16, args.peak_size)
-
-    frame = pd.DataFrame(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "bench.csv", frame)
-    summary = summarise(frame, flops, max(peak32), peak16, first_step, paper, args)
-    if args.profile:
-        table, share = profile_table(trainers["fast"], batches[:10])
-        rate = frame[frame.impl == "fast"].steps_per_s.median()
-        ceiling = rate / share / frame[frame.impl == "reference"].steps_per_s.median()
-        summary += "\n## Where the fast step spends its time (torch.profiler, 10 steps)\n\n"
-        summary += (
-            f"Matrix products ({', '.join(MATRIX_PRODUCTS)}) take {share:.0%} of the operator "
-            f"time. If everything else cost nothing, fast would run at about {ceiling:.1f}x "
-            "the reference; more than that needs faster matrix products at these shapes.\n\n"
-        )
-        summary += "```\n" + table + "\n```\n"
-    write_text(args.out / "bench.md", summary)
-    print(summary)
 
 
-def summarise(frame, flops, peak32, peak16, first_step, recipe, args) -> str:
-    rate = {label: statistics.median(g["steps_per_s"]) for label, g in frame.groupby("impl")}
+def run_rep(args, key: str) -> dict:
+    command = [sys.executable, str(SCRIPT), "--worker", key, "--config", str(args.config),
+               "--steps", str(args.steps)]  # fmt: skip
+    started = time.time()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench worker {key} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_s"] = result.pop("trained_at") - started
+    result["steps_per_s"] = args.steps / result["process_s"]
+    result["training_steps_per_s"] = args.steps / result["train_seconds"]
+    return result
+
+
+def machine(args) -> dict:
+    """The portable kernels' one-core rate (GFLOP/s), the step's FLOPs, the CPU."""
+    import yaml
+
+    from tcrformer.core import numerics
+    from tcrformer.core.config import apply_receptor
+
+    pinned = numerics.pin(numerics.Numerics("portable", 1))
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tcrformer.core import blas
+    from tcrformer.models.products import gemm
+    from tcrformer.training.loop import make_step, new_run
+    from tcrformer.training.recipe import recipe_from_config, with_overrides
+
+    def rate(m: int, k: int, n: int, repeats: int) -> float:
+        a, b, c = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
+        gemm(a, b, c)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                gemm(a, b, c)
+            best = min(best, (time.perf_counter() - start) / repeats)
+        return 2 * m * k * n / best / 1e9
+
+    config = apply_receptor(yaml.safe_load(args.config.read_text()))
+    recipe = with_overrides(recipe_from_config(config["reversal"]), steps=1, device="cpu")
+    run = new_run(recipe, torch.device("cpu"), hand_written=False)
+    step = make_step(recipe, run.model, run.optimizer, run.scheduler, run.device)
+    kernels = blas.active()  # the counter sees torch's ops only: count on them, same math
+    blas.deactivate()
+    with FlopCounterMode(display=False) as counter:
+        step(*run.strings.next_batch(), 1)
+    if kernels is not None:
+        blas.activate()
+    return {
+        "cpu": numerics.cpu_info()["model"],
+        "cores": os.cpu_count(),
+        "kernels": numerics.describe_products(pinned),
+        "gemm_square_gflops": rate(2048, 2048, 2048, 2),
+        "gemm_step_shape_gflops": rate(800, 64, 256, 200),  # a chunk's FFN product
+        "step_gflop": counter.get_total_flops() / 1e9,
+    }
+
+
+def summary(args, rate: dict[str, dict], facts: dict) -> str:
+    explainer, explainer_1 = rate.get("explainer"), rate.get("explainer_1thread")
+    peak = facts["gemm_square_gflops"]
     lines = [
-        "# Reversal training benchmark",
+        "# The explainer's training code against ours",
         "",
-        f"Paper recipe (batch {recipe.batch_size}, d_model {recipe.d_model}, "
-        f"{recipe.num_layers}+{recipe.num_layers} layers), fp32, CPU, {args.threads} threads, "
-        f"torch {torch.__version__}. {args.blocks} alternating blocks of {args.steps} steps "
-        f"after {args.warmup} warm-up steps; median block.",
+        f"CPU: {facts['cpu']}, {facts['cores']} cores. The paper recipe, {args.steps} steps a "
+        f"process, {args.reps} alternating repetitions, median. Whole process: the seconds "
+        "from the process's start to the end of its training.",
         "",
-        f"Matmul peak measured in this run: fp32 {peak32:.0f} GFLOP/s, "
-        f"bf16 {peak16:.0f} GFLOP/s (2048x2048, best of 5).",
+        f"The portable kernels ({facts['kernels']}) on one core: {peak:.1f} GFLOP/s for a "
+        f"2048-square product, {facts['gemm_step_shape_gflops']:.1f} for a chunk's 800 x 64 "
+        f"x 256 product. One step's products: {facts['step_gflop']:.2f} GFLOP.",
         "",
-        "Executed GFLOP counts what the step runs (torch.utils.flop_counter); the fast step "
-        "skips padding rows, so it executes fewer than the reference for the same batch. "
-        "'Reference work' rates both by the reference's count: the same training, per second.",
-        "",
-        "| impl | steps/s | x reference | executed GFLOP/step | executed GFLOP/s "
-        "| fraction of fp32 peak | reference work, fraction of peak "
-        "| first step (s) | est. 3,000 steps (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| variant | steps/s, whole process | training alone | x explainer's code "
+        "| x explainer's code, 1 thread | GFLOP/s | of the kernels' peak on its cores |",
+        "|---|---|---|---|---|---|---|",
     ]
-    work = flops["reference"] / 1e9
-    for label, steps_per_s in rate.items():
-        gflop = flops[label] / 1e9
+
+    def ratio(r: dict, other: dict | None) -> str:
+        return f"{r['steps_per_s'] / other['steps_per_s']:.2f}" if other else "-"
+
+    for key, r in rate.items():
+        cores = min(facts["cores"], r["workers"] * r["threads"])
+        gflops = r["steps_per_s"] * facts["step_gflop"]
         lines.append(
-            f"| {label} | {steps_per_s:.2f} | {steps_per_s / rate['reference']:.2f} | "
-            f"{gflop:.2f} | {gflop * steps_per_s:.0f} | {gflop * steps_per_s / peak32:.0%} | "
-            f"{work * steps_per_s / peak32:.0%} | "
-            f"{first_step[label]:.2f} | {recipe.steps / steps_per_s:.0f} |"
+            f"| {VARIANTS[key][0]} | {r['steps_per_s']:.2f} | {r['training_steps_per_s']:.2f} "
+            f"| {ratio(r, explainer)} | {ratio(r, explainer_1)} | {gflops:.1f} "
+            f"| {gflops / (peak * cores):.1%} of {cores:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--config", type=Path, default=ROOT / "config/config.yaml")
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--worker", metavar="VARIANT")
+    parser.add_argument("--machine", action="store_true")
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.config, args.worker, args.steps)))
+        return
+    if args.machine:
+        print(json.dumps(machine(args)))
+        return
+    keys = args.variants.split(",")
+    unknown = [key for key in keys if key not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    import pandas as pd
+
+    from tcrformer.core.io import write_csv, write_text
+
+    rows = []
+    for rep in range(args.reps):
+        for key in keys if rep % 2 == 0 else reversed(keys):
+            result = run_rep(args, key)
+            rows.append({"rep": rep, "variant": key, **result})
+            print(f"rep {rep} {key:>18}: {result['steps_per_s']:6.2f} steps/s whole process, "
+                  f"{result['process_s']:7.1f} s", flush=True)  # fmt: skip
+    command = [sys.executable, str(SCRIPT), "--machine", "--config", str(args.config)]
+    facts = json.loads(subprocess.run(command, capture_output=True, text=True, check=True)
+                       .stdout.strip().splitlines()[-1])  # fmt: skip
+    measures = ("steps_per_s", "training_steps_per_s", "process_s", "workers", "threads")
+    rate = {key: {m: statistics.median(r[m] for r in rows if r["variant"] == key)
+                  for m in measures} for key in keys}  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "bench.csv", pd.DataFrame(rows))
+    text = summary(args, rate, facts)
+    write_text(args.out / "bench.md", text)
+    (args.out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
+    print(text)
+
+
 def from_snakemake(smk) -> None:
-    """Rule `bench`: the same run, its output folder and threads from the rule."""
+    """Rule `bench`: the same run, into the rule's folder and log."""
     with open(smk.log[0], "w") as log:
         sys.stdout = sys.stderr = log
-        main(
-            ["--out", str(Path(smk.output.csv).parent), "--threads", str(smk.threads), "--profile"],
-            section=smk.config["reversal"],
-        )
+        main(["--out", str(Path(smk.output.csv).parent)])
 
 
-if "snakemake" in globals():  # run by the rule's script: directive
+if "snakemake" in globals():
     from_snakemake(globals()["snakemake"])
 elif __name__ == "__main__":
     main()

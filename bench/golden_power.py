@@ -43,7 +43,7 @@ def training_fault(fault: str) -> Iterator[None]:
     in its evaluation too), within the block."""
     import torch
 
-    from tcrformer.models import decoding, fast, transformer
+    from tcrformer.models import backprop, decoding, fast, transformer
     from tcrformer.training import schedule
 
     patches = []
@@ -55,13 +55,12 @@ def training_fault(fault: str) -> Iterator[None]:
 
         patches = [mock.patch.object(schedule.NoamSchedule, "__call__", doubled)]
     elif fault == "dropout_off":
-        built = fast.EncoderDecoder.__init__
+        made = fast.Dropout.__init__
 
-        def init(self, *args, **kwargs):
-            built(self, *args, **kwargs)
-            self.dropout.p = 0.0  # the one Dropout every site shares
+        def init(self, p):  # every dropout, the model's and the hand-written step's
+            made(self, 0.0)
 
-        patches = [mock.patch.object(fast.EncoderDecoder, "__init__", init)]
+        patches = [mock.patch.object(fast.Dropout, "__init__", init)]
     elif fault == "positions_sin_cos_swapped":
         table = transformer.positional_table
 
@@ -87,13 +86,18 @@ def training_fault(fault: str) -> Iterator[None]:
             logits = self.generator(self.decoder(y, memory, causal, cross))
             return fast.token_loss(logits, tgt_rows.pack(tgt_out), label_smoothing, -100)
 
-        patches = [mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss)]
+        def target_rows(tgt_out, pad):  # the hand-written step's: every position scored
+            return fast.Packed(torch.ones_like(tgt_out, dtype=torch.bool))
+
+        patches = [mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss),
+                   mock.patch.object(backprop, "target_rows", target_rows)]  # fmt: skip
     elif fault == "targets_shifted_twice":
 
         def decoder_io(tgt):
             return tgt[:, :-2], tgt[:, 2:]
 
-        patches = [mock.patch.object(fast, "decoder_io", decoder_io)]
+        patches = [mock.patch.object(module, "decoder_io", decoder_io)
+                   for module in (fast, backprop)]  # fmt: skip
     elif fault == "causal_mask_leaks":
 
         def causal_mask(size, device=None):

@@ -56,7 +56,7 @@ def hand_and_autograd(switches: dict, dropout: float, smoothing: float, seed: in
     )  # fmt: skip
     network = backprop.Network(
         backprop.Weights.of(flat, layout, shape["d_model"]), flags, model.pe,
-        backprop.Dropout(draws),
+        backprop.DropoutMasks(draws),
     )  # fmt: skip
     with torch.no_grad():
         hand_loss = network.forward(src, tgt, int((tgt[:, 1:] != PAD).sum()), PAD)
@@ -83,8 +83,8 @@ def test_the_oracle_sees_a_wrong_gradient():
 
     def without_residual(self, dy, saved, d_norm, f_backward):
         saved_norm, saved_f, mask = saved
-        d_sum = backprop.layer_norm_backward(dy, saved_norm, d_norm)
-        return f_backward(backprop.Dropout.backward(d_sum, mask), saved_f)  # no `d_sum +`
+        d_sum = backprop.normalise_backward(dy, saved_norm, d_norm)
+        return f_backward(backprop.DropoutMasks.backward(d_sum, mask), saved_f)  # no `d_sum +`
 
     backprop.Network.sublayer_backward = without_residual
     try:

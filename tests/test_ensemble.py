@@ -49,7 +49,6 @@ def test_the_default_ensemble_is_32_seeds_of_the_paper_recipe():
     assert isinstance(default, EnsembleSettings)
     assert default.recipe == "reversal" and default.seeds == tuple(range(32))
     assert default.recipe_for(CONFIG["reversal"], 7).seed == 7
-    assert default.ranks == 1  # the paper's ensemble; numerics.ranks is the single run's
 
 
 @pytest.mark.parametrize(
@@ -60,7 +59,6 @@ def test_the_default_ensemble_is_32_seeds_of_the_paper_recipe():
         ({"seeds": [1, 1]}, "ensemble.seeds", "non-unique"),
         ({"seeds": list(range(5)), "max_seeds": 4}, "ensemble.seeds", "max_seeds = 4"),
         ({"recipe": "warp"}, "ensemble.recipe", "reversal"),
-        ({"ranks": 0}, "ensemble.ranks", ">= 1"),
     ],
 )
 def test_bad_ensembles_name_their_key(section, key, problem):
@@ -169,9 +167,10 @@ def test_the_ensemble_target_writes_table_figure_and_report(workflow_copy):
     # The ensemble trains what the reversal keys say: 60 steps per seed.
     losses = pd.read_csv(folder / "seed0/losses.csv")
     assert len(losses) == 60 and set(losses["seed"]) == {0}
-    # A seed's job is the single run of that seed on one rank, bit for bit.
+    # A seed's job (one worker) is the single run of that seed (numerics.threads 2 workers),
+    # bit for bit.
     single = write_config(workflow_copy / "single.yaml", {**ENS, "run": "single",
-                          "golden": {"strict": False}, "numerics": {"ranks": 1}})  # fmt: skip
+                          "golden": {"strict": False}, "numerics": {"threads": 2}})  # fmt: skip
     done = snakemake(workflow_copy, "reversal", "--configfile", str(single), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     single_values = json.loads((workflow_copy / "results/single/reversal/values.json").read_text())
@@ -182,25 +181,6 @@ def test_the_ensemble_target_writes_table_figure_and_report(workflow_copy):
     args = ("ensemble", "--configfile", str(config), "--report", str(report))
     done = snakemake(workflow_copy, *args)
     assert done.returncode == 0 and report.stat().st_size > 10_000, done.stderr[-2000:]
-
-
-@pytest.mark.slow
-def test_a_two_rank_ensemble_seed_is_the_two_rank_single_run(workflow_copy):
-    """ensemble.ranks reaches the training: seed 0 over 2 ranks trains the bits the single
-    run over numerics.ranks = 2 does, and its numerics record says 2 ranks."""
-    two = {**ENS, "run": "ens2", "ensemble": {"seeds": [0], "ranks": 2}}
-    done = snakemake(workflow_copy, "ensemble", "--configfile",
-                     str(write_config(workflow_copy / "ens2.yaml", two)), timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    single = {**ENS, "run": "single2", "golden": {"strict": False}, "numerics": {"ranks": 2}}
-    done = snakemake(workflow_copy, "results/single2/reversal/losses.csv", "--configfile",
-                     str(write_config(workflow_copy / "single2.yaml", single)))  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    seed = pd.read_csv(workflow_copy / "results/ens2/ensemble/seed0/losses.csv")["loss"]
-    run = pd.read_csv(workflow_copy / "results/single2/reversal/losses.csv")["loss"]
-    assert seed.tolist() == run.tolist()
-    numerics = json.loads((workflow_copy / "results/ens2/ensemble/seed0/numerics.json").read_text())
-    assert numerics["ranks"] == 2
 
 
 @pytest.mark.slow

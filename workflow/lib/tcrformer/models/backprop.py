@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from tcrformer.models import fast
 from tcrformer.models.products import gemm
-from tcrformer.models.transformer import MASKED_SCORE
+from tcrformer.models.transformer import decoder_io, make_masks
 
 EPS = 1e-5  # LayerNorm's, as nn.LayerNorm's default
 # The fused order of an attention's parameters in the flat buffer: W_Q, W_K, W_V and their
@@ -172,25 +172,25 @@ class Weights:
 # The parts of a step ---------------------------------------------------------------------------
 
 
-def linear(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+def affine(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
     """x W^T + b: (N, i) -> (N, o)."""
     y = b.expand(x.shape[0], -1).contiguous()
     return gemm(x, w.t(), y, beta=1.0)
 
 
-def linear_backward(dy: Tensor, x: Tensor, w: Tensor, dw: Tensor, db: Tensor) -> Tensor:
+def affine_backward(dy: Tensor, x: Tensor, w: Tensor, dw: Tensor, db: Tensor) -> Tensor:
     """Writes dW = dy^T x and db = the column sums of dy; returns dx = dy W."""
     gemm(dy.t(), x, dw)
     torch.sum(dy, 0, out=db)
     return gemm(dy, w, dy.new_empty(dy.shape[0], w.shape[1]))
 
 
-def layer_norm(x: Tensor, n: NormWeights) -> tuple[Tensor, tuple]:
+def normalise(x: Tensor, n: NormWeights) -> tuple[Tensor, tuple]:
     y, mean, rstd = torch.native_layer_norm(x, (x.shape[-1],), n.weight, n.bias, EPS)
     return y, (x, mean, rstd, n)
 
 
-def layer_norm_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
+def normalise_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
     x, mean, rstd, n = saved
     dx, dw, db = torch.ops.aten.native_layer_norm_backward(
         dy, x, (x.shape[-1],), mean, rstd, n.weight, n.bias, (True, True, True)
@@ -200,7 +200,7 @@ def layer_norm_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
     return dx
 
 
-class Dropout:
+class DropoutMasks:
     """Inverted dropout with a fast.Dropout's masks: each call takes the next mask, in the
     order the fast model takes them, and returns it for the backward pass (None when p = 0)."""
 
@@ -218,46 +218,7 @@ class Dropout:
         return dy if mask is None else dy * mask
 
 
-@dataclass(frozen=True)
-class Rows:
-    """The real tokens of b strings padded to L: their places in the (b, L) grid, in order."""
-
-    index: Tensor  # (N,) places in the flattened grid
-    position: Tensor  # (N,) position within its string
-    b: int
-    L: int
-
-    @classmethod
-    def where(cls, real: Tensor) -> Rows:  # real: (b, L) bool
-        index = real.flatten().nonzero().squeeze(1)
-        return cls(index, index % real.shape[1], *real.shape)
-
-    def to_grid(self, x: Tensor) -> Tensor:
-        """(N, C) -> (b, L, C), zeros where there is no token."""
-        grid = x.new_zeros(self.b * self.L, x.shape[1])
-        return grid.index_copy_(0, self.index, x).view(self.b, self.L, -1)
-
-    def from_grid(self, grid: Tensor) -> Tensor:
-        """(b, L, C) -> (N, C)."""
-        return grid.view(self.b * self.L, -1).index_select(0, self.index)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What one kind of attention sees: its query and key rows, and the mask as a score bias."""
-
-    queries: Rows
-    keys: Rows
-    bias: Tensor  # (b, h, Lq, Lk): 0 where a query may attend, MASKED_SCORE where not
-
-
-def score_bias(allowed: Tensor, h: int) -> Tensor:
-    """(b, Lq, Lk) bool -> (b, h, Lq, Lk) float: 0 or MASKED_SCORE."""
-    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, MASKED_SCORE)
-    return bias.unsqueeze(1).expand(-1, h, -1, -1).contiguous()
-
-
-class Attention:
+class AttentionPass:
     """Multi-head attention on packed rows; every head is a column block of a grid, read in
     place as a strided matrix (one batched product per head, over the b strings).
 
@@ -265,37 +226,37 @@ class Attention:
     and the encoder's rows to [K V].
     """
 
-    def __init__(self, h: int, scale: float, dropout: Dropout):
+    def __init__(self, h: int, scale: float, dropout: DropoutMasks):
         self.h, self.scale, self.dropout = h, scale, dropout
 
     def heads(self, grid: Tensor, first: int, d_k: int) -> list[Tensor]:
         """The h (b, L, d_k) views of the grid's column block that starts at `first`."""
         return [grid[:, :, first + j * d_k : first + (j + 1) * d_k] for j in range(self.h)]
 
-    def forward(self, x: Tensor, memory: Tensor | None, w: AttentionWeights, scope: Scope):
+    def forward(self, x: Tensor, memory: Tensor | None, w: AttentionWeights, scope: fast.Scope):
         d = w.out.shape[0]
         d_k = d // self.h
         if memory is None:  # self-attention: one (N, 3d) projection
-            q_grid = kv_grid = scope.queries.to_grid(linear(x, w.qkv, w.qkv_bias))
+            q_grid = kv_grid = scope.queries.to_grid(affine(x, w.qkv, w.qkv_bias))
             k_first = d
         else:
-            q_grid = scope.queries.to_grid(linear(x, w.qkv[:d], w.qkv_bias[:d]))
-            kv_grid = scope.keys.to_grid(linear(memory, w.qkv[d:], w.qkv_bias[d:]))
+            q_grid = scope.queries.to_grid(affine(x, w.qkv[:d], w.qkv_bias[:d]))
+            kv_grid = scope.keys.to_grid(affine(memory, w.qkv[d:], w.qkv_bias[d:]))
             k_first = 0
         q, k = self.heads(q_grid, 0, d_k), self.heads(kv_grid, k_first, d_k)
         v = self.heads(kv_grid, k_first + d, d_k)
-        scores = scope.bias.clone()  # (b, h, Lq, Lk)
+        scores = scope.bias.view(-1, self.h, *scope.bias.shape[1:]).clone()  # (b, h, Lq, Lk)
         for j in range(self.h):
             gemm(q[j], k[j].transpose(1, 2), scores[:, j], alpha=self.scale, beta=1.0)
         weights = torch.softmax(scores, -1)
         dropped, mask = self.dropout(weights)
-        out = q_grid.new_empty(scope.queries.b, scope.queries.L, d)
+        out = q_grid.new_empty(*scope.queries.grid, d)
         heads_out = self.heads(out, 0, d_k)
         for j in range(self.h):
             gemm(dropped[:, j], v[j], heads_out[j])
         o = scope.queries.from_grid(out)  # (Nq, d)
         saved = (x, memory, q_grid, kv_grid, k_first, weights, dropped, mask, o, w, scope)
-        return linear(o, w.out, w.out_bias), saved
+        return affine(o, w.out, w.out_bias), saved
 
     def backward(self, dy: Tensor, saved: tuple, dw: AttentionWeights):
         """-> (dx, d memory or None); writes the attention's gradients into dw.
@@ -305,7 +266,7 @@ class Attention:
         x, memory, q_grid, kv_grid, k_first, weights, dropped, mask, o, w, scope = saved
         d = w.out.shape[0]
         d_k = d // self.h
-        d_o = scope.queries.to_grid(linear_backward(dy, o, w.out, dw.out, dw.out_bias))
+        d_o = scope.queries.to_grid(affine_backward(dy, o, w.out, dw.out, dw.out_bias))
         q, k = self.heads(q_grid, 0, d_k), self.heads(kv_grid, k_first, d_k)
         v = self.heads(kv_grid, k_first + d, d_k)
         d_q_grid = torch.empty_like(q_grid)
@@ -317,32 +278,37 @@ class Attention:
         for j in range(self.h):
             gemm(d_out[j], v[j].transpose(1, 2), d_dropped[:, j])
             gemm(dropped[:, j].transpose(1, 2), d_out[j], dv[j])
-        d_weights = Dropout.backward(d_dropped, mask)
+        d_weights = DropoutMasks.backward(d_dropped, mask)
         d_scores = torch._softmax_backward_data(d_weights, weights, -1, weights.dtype)
         for j in range(self.h):
             gemm(d_scores[:, j], k[j], dq[j], alpha=self.scale)
             gemm(d_scores[:, j].transpose(1, 2), q[j], dk[j], alpha=self.scale)
         if memory is None:
             d_qkv = scope.queries.from_grid(d_q_grid)
-            return linear_backward(d_qkv, x, w.qkv, dw.qkv, dw.qkv_bias), None
+            return affine_backward(d_qkv, x, w.qkv, dw.qkv, dw.qkv_bias), None
         d_q = scope.queries.from_grid(d_q_grid)
-        dx = linear_backward(d_q, x, w.qkv[:d], dw.qkv[:d], dw.qkv_bias[:d])
+        dx = affine_backward(d_q, x, w.qkv[:d], dw.qkv[:d], dw.qkv_bias[:d])
         d_kv = scope.keys.from_grid(d_kv_grid)
-        return dx, linear_backward(d_kv, memory, w.qkv[d:], dw.qkv[d:], dw.qkv_bias[d:])
+        return dx, affine_backward(d_kv, memory, w.qkv[d:], dw.qkv[d:], dw.qkv_bias[d:])
 
 
-def feed_forward(x: Tensor, w: FeedForwardWeights, dropout: Dropout) -> tuple[Tensor, tuple]:
+def ffn(x: Tensor, w: FeedForwardWeights, dropout: DropoutMasks) -> tuple[Tensor, tuple]:
     """W_2 dropout(relu(W_1 x + b_1)) + b_2: (N, d) -> (N, d_ff) -> (N, d)."""
-    hidden, mask = dropout(linear(x, w.w_1, w.b_1).relu_())
-    return linear(hidden, w.w_2, w.b_2), (x, hidden, mask, w)
+    hidden, mask = dropout(affine(x, w.w_1, w.b_1).relu_())
+    return affine(hidden, w.w_2, w.b_2), (x, hidden, mask, w)
 
 
-def feed_forward_backward(dy: Tensor, saved: tuple, dw: FeedForwardWeights) -> Tensor:
+def ffn_backward(dy: Tensor, saved: tuple, dw: FeedForwardWeights) -> Tensor:
     x, hidden, mask, w = saved
-    d_hidden = Dropout.backward(linear_backward(dy, hidden, w.w_2, dw.w_2, dw.b_2), mask)
+    d_hidden = DropoutMasks.backward(affine_backward(dy, hidden, w.w_2, dw.w_2, dw.b_2), mask)
     # relu's gradient passes where its output is positive; dropped elements are 0 as well
     d_pre = torch.ops.aten.threshold_backward(d_hidden, hidden, 0)
-    return linear_backward(d_pre, x, w.w_1, dw.w_1, dw.b_1)
+    return affine_backward(d_pre, x, w.w_1, dw.w_1, dw.b_1)
+
+
+def target_rows(tgt_out: Tensor, pad: int) -> fast.Packed:
+    """The target positions the loss scores: those holding a token, not padding."""
+    return fast.Packed(tgt_out != pad)
 
 
 @dataclass(frozen=True)
@@ -386,12 +352,12 @@ class Network:
     `grads` need not be zeroed.
     """
 
-    def __init__(self, weights: Weights, switches: Switches, pe: Tensor, dropout: Dropout):
+    def __init__(self, weights: Weights, switches: Switches, pe: Tensor, dropout: DropoutMasks):
         self.w, self.switches, self.pe, self.dropout = weights, switches, pe, dropout
         d = weights.src_embed.shape[1]
         self.h = switches.num_heads
         scale = (d // self.h) ** -0.5 if switches.score_scale else 1.0
-        self.attention = Attention(self.h, scale, dropout)
+        self.multihead = AttentionPass(self.h, scale, dropout)
         self.sqrt_d = math.sqrt(d)
 
     # A sub-layer with its residual connection and LayerNorm ------------------------------
@@ -400,36 +366,48 @@ class Network:
         """Post-LN: LN(x + dropout(f(x))); Pre-LN: x + dropout(f(LN(x))).
         f: x -> (f(x), what its backward pass needs)."""
         if self.switches.norm_first:
-            normed, saved_norm = layer_norm(x, norm)
+            normed, saved_norm = normalise(x, norm)
             out, saved_f = f(normed)
             out, mask = self.dropout(out)
             return x + out, (saved_norm, saved_f, mask)
         out, saved_f = f(x)
         out, mask = self.dropout(out)
-        y, saved_norm = layer_norm(x + out, norm)
+        y, saved_norm = normalise(x + out, norm)
         return y, (saved_norm, saved_f, mask)
 
     def sublayer_backward(self, dy: Tensor, saved: tuple, d_norm: NormWeights, f_backward):
         """f_backward: (d f(x), saved) -> dx."""
         saved_norm, saved_f, mask = saved
         if self.switches.norm_first:
-            d_normed = f_backward(Dropout.backward(dy, mask), saved_f)
-            return dy + layer_norm_backward(d_normed, saved_norm, d_norm)
-        d_sum = layer_norm_backward(dy, saved_norm, d_norm)
-        return d_sum + f_backward(Dropout.backward(d_sum, mask), saved_f)
+            d_normed = f_backward(DropoutMasks.backward(dy, mask), saved_f)
+            return dy + normalise_backward(d_normed, saved_norm, d_norm)
+        d_sum = normalise_backward(dy, saved_norm, d_norm)
+        return d_sum + f_backward(DropoutMasks.backward(d_sum, mask), saved_f)
 
-    def self_attention(self, scope: Scope, w: AttentionWeights):
-        return lambda x: self.attention.forward(x, None, w, scope)
+    def attention(self, w: AttentionWeights, scope: fast.Scope, memory: Tensor | None = None):
+        """The sub-layer f of self-attention (memory None) or of cross-attention."""
+        return lambda x: self.multihead.forward(x, memory, w, scope)
 
-    def cross_attention(self, memory: Tensor, scope: Scope, w: AttentionWeights):
-        return lambda x: self.attention.forward(x, memory, w, scope)
+    def attention_backward(self, dw: AttentionWeights):
+        """Its backward pass; cross-attention's gradient of the memory adds up in d_memory."""
+
+        def backward(d_out: Tensor, saved: tuple) -> Tensor:
+            dx, d_memory = self.multihead.backward(d_out, saved, dw)
+            if d_memory is not None:
+                self.d_memory = d_memory if self.d_memory is None else self.d_memory + d_memory
+            return dx
+
+        return backward
 
     def feed_forward(self, w: FeedForwardWeights):
-        return lambda x: feed_forward(x, w, self.dropout)
+        return lambda x: ffn(x, w, self.dropout)
+
+    def feed_forward_backward(self, dw: FeedForwardWeights):
+        return lambda d_out, saved: ffn_backward(d_out, saved, dw)
 
     # Embeddings ---------------------------------------------------------------------------
 
-    def embed(self, table: Tensor, tokens: Tensor, rows: Rows) -> tuple[Tensor, Tensor | None]:
+    def embed(self, table: Tensor, tokens: Tensor, rows: fast.Packed):
         """dropout(E[token] sqrt(d) + PE[position]) of the packed rows: (N, d)."""
         x = table.index_select(0, tokens).mul_(self.sqrt_d)
         if self.switches.positions:
@@ -437,34 +415,29 @@ class Network:
         return self.dropout(x)
 
     def embed_backward(self, dx: Tensor, mask: Tensor | None, tokens: Tensor, d_table: Tensor):
-        d_table.zero_().index_add_(0, tokens, Dropout.backward(dx, mask) * self.sqrt_d)
+        d_table.zero_().index_add_(0, tokens, DropoutMasks.backward(dx, mask) * self.sqrt_d)
 
     # The whole pass -----------------------------------------------------------------------
 
     def forward(self, src: Tensor, tgt: Tensor, n_tokens: int, pad: int) -> Tensor:
         """src (b, Ls), tgt (b, Lt + 1), `pad` their padding token -> the chunk's summed
         token losses / n_tokens."""
-        PAD = pad
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: shifted right
+        tgt_in, tgt_out = decoder_io(tgt)  # teacher forcing: shifted right
         (b, Ls), Lt = src.shape, tgt_in.shape[1]
-        src_real, tgt_real = src != PAD, tgt_in != PAD
-        src_rows, tgt_rows = Rows.where(src_real), Rows.where(tgt_out != PAD)
-        causal = torch.ones(Lt, Lt, dtype=torch.bool).tril_()
-        keys = src_real[:, None, :]  # (b, 1, Ls)
-        source = Scope(src_rows, src_rows, score_bias(keys.expand(b, Ls, Ls), self.h))
-        masked = Scope(tgt_rows, tgt_rows, score_bias(tgt_real[:, None, :] & causal, self.h))
-        cross = Scope(tgt_rows, src_rows, score_bias(keys.expand(b, Lt, Ls), self.h))
-        self.src_tokens = src.flatten().index_select(0, src_rows.index)
-        self.tgt_tokens = tgt_in.flatten().index_select(0, tgt_rows.index)
-        self.target = tgt_out.flatten().index_select(0, tgt_rows.index)
+        src_rows, tgt_rows = fast.Packed(src != pad), target_rows(tgt_out, pad)
+        src_mask, tgt_mask = make_masks(src, tgt_in, pad)  # (b, 1, Ls), (b, Lt, Lt)
+        source = fast.Scope(fast.score_bias(src_mask, self.h, b, Ls), src_rows, src_rows)
+        masked = fast.Scope(fast.score_bias(tgt_mask, self.h, b, Lt), tgt_rows, tgt_rows)
+        cross = fast.Scope(fast.score_bias(src_mask, self.h, b, Lt), tgt_rows, src_rows)
+        self.src_tokens = src_rows.pack(src)
+        self.tgt_tokens = tgt_rows.pack(tgt_in)
+        self.target = tgt_rows.pack(tgt_out)
         self.n_tokens = n_tokens
 
         w, self.saved = self.w, {"encoder": [], "decoder": []}
         x, self.saved["src_embed"] = self.embed(w.src_embed, self.src_tokens, src_rows)
         for layer in w.encoder:
-            x, s_attn = self.sublayer(
-                x, layer.norms[0], self.self_attention(source, layer.attention[0])
-            )
+            x, s_attn = self.sublayer(x, layer.norms[0], self.attention(layer.attention[0], source))
             x, s_ffn = self.sublayer(x, layer.norms[1], self.feed_forward(layer.ffn))
             self.saved["encoder"].append((s_attn, s_ffn))
         memory, self.saved["encoder_norm"] = self.final_norm(x, w.encoder_norm)
@@ -472,19 +445,20 @@ class Network:
         y, self.saved["tgt_embed"] = self.embed(w.tgt_embed, self.tgt_tokens, tgt_rows)
         for layer in w.decoder:
             self_attn, cross_attn = layer.attention
-            y, s_self = self.sublayer(y, layer.norms[0], self.self_attention(masked, self_attn))
-            y, s_cross = self.sublayer(
-                y, layer.norms[1], self.cross_attention(memory, cross, cross_attn)
-            )
+            y, s_self = self.sublayer(y, layer.norms[0], self.attention(self_attn, masked))
+            y, s_cross = self.sublayer(y, layer.norms[1], self.attention(cross_attn, cross, memory))
             y, s_ffn = self.sublayer(y, layer.norms[2], self.feed_forward(layer.ffn))
             self.saved["decoder"].append((s_self, s_cross, s_ffn))
         y, self.saved["decoder_norm"] = self.final_norm(y, w.decoder_norm)
-        self.top = y
-        self.log_probs = torch.log_softmax(linear(y, w.generator, w.generator_bias), -1)
+        self.top = y  # (Nt, d)
+        self.log_probs = torch.log_softmax(affine(y, w.generator, w.generator_bias), -1)
         return smoothed_loss(self.log_probs, self.target, self.switches.label_smoothing) / n_tokens
 
     def final_norm(self, x: Tensor, norm: NormWeights | None):
-        return (x, None) if norm is None else layer_norm(x, norm)
+        return (x, None) if norm is None else normalise(x, norm)
+
+    def final_norm_backward(self, dx: Tensor, saved: tuple | None, d_norm: NormWeights | None):
+        return dx if saved is None else normalise_backward(dx, saved, d_norm)
 
     def backward(self, grads: Weights) -> None:
         """The gradient of forward's loss with respect to every weight, into `grads`."""
@@ -492,46 +466,25 @@ class Network:
         d_logits = smoothed_loss_backward(
             self.log_probs, self.target, self.switches.label_smoothing, 1.0 / self.n_tokens
         )
-        dy = linear_backward(d_logits, self.top, w.generator, grads.generator, grads.generator_bias)
-        if saved["decoder_norm"] is not None:
-            dy = layer_norm_backward(dy, saved["decoder_norm"], grads.decoder_norm)
-        d_memory: Tensor | None = None
-
-        def cross_backward(d_out: Tensor, saved_f: tuple) -> Tensor:
-            nonlocal d_memory
-            dx, dm = self.attention.backward(d_out, saved_f, self.current)
-            d_memory = dm if d_memory is None else d_memory + dm
-            return dx
-
-        for i in reversed(range(len(w.decoder))):
-            s_self, s_cross, s_ffn = saved["decoder"][i]
-            g = grads.decoder[i]
+        dy = affine_backward(d_logits, self.top, w.generator, grads.generator, grads.generator_bias)
+        dy = self.final_norm_backward(dy, saved["decoder_norm"], grads.decoder_norm)
+        self.d_memory = None
+        for g, (s_self, s_cross, s_ffn) in zip(
+            grads.decoder[::-1], saved["decoder"][::-1], strict=True
+        ):
+            dy = self.sublayer_backward(dy, s_ffn, g.norms[2], self.feed_forward_backward(g.ffn))
             dy = self.sublayer_backward(
-                dy, s_ffn, g.norms[2], lambda d, s, f=g.ffn: feed_forward_backward(d, s, f)
+                dy, s_cross, g.norms[1], self.attention_backward(g.attention[1])
             )
-            self.current = g.attention[1]
-            dy = self.sublayer_backward(dy, s_cross, g.norms[1], cross_backward)
             dy = self.sublayer_backward(
-                dy,
-                s_self,
-                g.norms[0],
-                lambda d, s, a=g.attention[0]: self.attention.backward(d, s, a)[0],
+                dy, s_self, g.norms[0], self.attention_backward(g.attention[0])
             )
         self.embed_backward(dy, saved["tgt_embed"], self.tgt_tokens, grads.tgt_embed)
 
-        dx = d_memory
-        if saved["encoder_norm"] is not None:
-            dx = layer_norm_backward(dx, saved["encoder_norm"], grads.encoder_norm)
-        for i in reversed(range(len(w.encoder))):
-            s_attn, s_ffn = saved["encoder"][i]
-            g = grads.encoder[i]
+        dx = self.final_norm_backward(self.d_memory, saved["encoder_norm"], grads.encoder_norm)
+        for g, (s_attn, s_ffn) in zip(grads.encoder[::-1], saved["encoder"][::-1], strict=True):
+            dx = self.sublayer_backward(dx, s_ffn, g.norms[1], self.feed_forward_backward(g.ffn))
             dx = self.sublayer_backward(
-                dx, s_ffn, g.norms[1], lambda d, s, f=g.ffn: feed_forward_backward(d, s, f)
-            )
-            dx = self.sublayer_backward(
-                dx,
-                s_attn,
-                g.norms[0],
-                lambda d, s, a=g.attention[0]: self.attention.backward(d, s, a)[0],
+                dx, s_attn, g.norms[0], self.attention_backward(g.attention[0])
             )
         self.embed_backward(dx, saved["src_embed"], self.src_tokens, grads.src_embed)

@@ -178,6 +178,15 @@ class Packed:
         B, L = self.grid
         return heads.view(B, h, L, -1)[self.sequence, :, self.position].flatten(1)
 
+    def to_grid(self, x: Tensor) -> Tensor:
+        """(N, C) -> (B, L, C), zeros where there is no row (models.backprop's layout)."""
+        B, L = self.grid
+        return x.new_zeros(B * L, x.shape[1]).index_copy_(0, self.index, x).view(B, L, -1)
+
+    def from_grid(self, grid: Tensor) -> Tensor:
+        """(B, L, C) -> (N, C)."""
+        return grid.view(-1, grid.shape[-1]).index_select(0, self.index)
+
 
 @dataclass
 class Scope:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from tcrformer.models import fast
-from tcrformer.models.backprop import Dropout, Layout, Network, Switches, Weights, bind
+from tcrformer.models.backprop import DropoutMasks, Layout, Network, Switches, Weights, bind
 from tcrformer.training.data import PAD, derive_seed
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.schedule import schedule_for
@@ -87,7 +87,7 @@ class HandStep:
         rows = slice(chunk, None, self.chunks)
         draws = fast.Dropout(self.recipe.dropout)
         draws.draw_bits_from(dropout_stream(self.recipe.seed, chunk, step))
-        network = Network(self.weights, self.switches, self.model.pe, Dropout(draws))
+        network = Network(self.weights, self.switches, self.model.pe, DropoutMasks(draws))
         n_tokens = int((self.tgt[:, 1:] != PAD).sum())  # the whole batch's target tokens
         with torch.no_grad():
             self.chunk_losses[chunk] = network.forward(
