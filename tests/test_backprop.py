@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from tcrformer.models import backprop, fast
+from tcrformer.models import backprop, fast, flat
 from tcrformer.training import data
 from tcrformer.training.loop import make_optimizer, make_step, new_run
 from tcrformer.training.model import build_model
@@ -45,9 +45,9 @@ def hand_and_autograd(switches: dict, dropout: float, smoothing: float, seed: in
     loss.backward()
     oracle = {name: p.grad.clone() for name, p in model.named_parameters()}
 
-    layout = backprop.Layout.of(model)
-    flat, grads = torch.zeros(layout.size), torch.full((layout.size,), math.nan)
-    backprop.bind(model, flat, layout)
+    layout = flat.Layout.of(model)
+    weights, grads = torch.zeros(layout.size), torch.full((layout.size,), math.nan)
+    flat.bind(model, weights, layout)
     draws = fast.Dropout(dropout)
     draws.draw_bits_from(99)
     flags = backprop.Switches(
@@ -55,12 +55,12 @@ def hand_and_autograd(switches: dict, dropout: float, smoothing: float, seed: in
         shape.get("score_scale", True), smoothing,
     )  # fmt: skip
     network = backprop.Network(
-        backprop.Weights.of(flat, layout, shape["d_model"]), flags, model.pe,
+        flat.Weights.of(weights, layout, shape["d_model"]), flags, model.pe,
         backprop.DropoutMasks(draws),
     )  # fmt: skip
     with torch.no_grad():
         hand_loss = network.forward(src, tgt, int((tgt[:, 1:] != PAD).sum()), PAD)
-        network.backward(backprop.Weights.of(grads, layout, shape["d_model"]))
+        network.backward(flat.Weights.of(grads, layout, shape["d_model"]))
     return (loss.detach(), oracle), (hand_loss, layout.views(grads))
 
 
@@ -97,11 +97,11 @@ def test_the_oracle_sees_a_wrong_gradient():
 def test_the_flat_buffer_holds_each_attentions_projections_side_by_side():
     torch.manual_seed(0)
     model = fast.EncoderDecoder(V, V, **SHAPE)
-    layout = backprop.Layout.of(model)
-    flat = torch.zeros(layout.size)
-    backprop.bind(model, flat, layout)
+    layout = flat.Layout.of(model)
+    buffer = torch.zeros(layout.size)
+    flat.bind(model, buffer, layout)
     assert layout.size == sum(p.numel() for p in model.parameters())
-    weights = backprop.Weights.of(flat, layout, SHAPE["d_model"])
+    weights = flat.Weights.of(buffer, layout, SHAPE["d_model"])
     attention = model.decoder.layers[1].cross_attn
     qkv = torch.cat([attention.w_q.weight, attention.w_k.weight, attention.w_v.weight])
     assert torch.equal(weights.decoder[1].attention[1].qkv, qkv)

@@ -327,9 +327,12 @@ def fit_command(folder: Path = FOLDER) -> Path:
     return path
 
 
-def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Path:
+def validate_command(
+    ensembles: Mapping[str, Path], folder: Path = FOLDER, record_name: str = "validation"
+) -> Path:
     """Held-out ensembles judged by the committed bands: FAILs with the rate's exact interval,
-    and the PITs; each ensemble's curves and statistics are copied beside the bands."""
+    and the PITs; each ensemble's curves and statistics are copied beside the bands, the
+    record goes to <folder>/<record_name>.yaml."""
     bands, (_, floor, eval_n) = read_bands(folder / "bands.yaml"), recipe_inputs()
     fitting = pd.read_csv(folder / "fitting.csv")
     found, all_stats = {}, []
@@ -367,9 +370,11 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Pa
             "beyond_5_percent": beyond,
             "expected_beyond": 0.05 * len(new),
         }
+    named = "" if record_name == "validation" else f"--record {record_name} "
     record = {
         "provenance": provenance(
-            "python -m tools.golden validate " + " ".join(f"{n}={p}" for n, p in ensembles.items())
+            f"python -m tools.golden validate {named}"
+            + " ".join(f"{n}={p}" for n, p in ensembles.items())
         ),
         "ensembles": found,
         "total": {
@@ -379,7 +384,7 @@ def validate_command(ensembles: Mapping[str, Path], folder: Path = FOLDER) -> Pa
         },
         "pit": pits,
     }
-    path = folder / "validation.yaml"
+    path = folder / f"{record_name}.yaml"
     path.write_text(yaml.safe_dump(_rounded(record), sort_keys=False, width=100))
     return path
 
@@ -487,13 +492,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbs.add_parser("fit", help="config/golden/v3/bands.yaml from fitting.csv")
     validate = verbs.add_parser("validate", help="held-out ensembles against the bands")
     validate.add_argument("ensembles", nargs="+", metavar="NAME=FOLDER")
+    validate.add_argument("--record", default="validation",
+                          help="the record's name: config/golden/v3/RECORD.yaml")  # fmt: skip
     power = verbs.add_parser("power", help="faulty runs against the bands")
     power.add_argument("runs", type=Path)
     args = parser.parse_args(argv)
     if args.verb == "fit":
         print(fit_command())
     elif args.verb == "validate":
-        print(validate_command(dict(e.split("=", 1) for e in args.ensembles)))
+        ensembles = dict(e.split("=", 1) for e in args.ensembles)
+        print(validate_command(ensembles, record_name=args.record))
     else:
         missing = missing_runs(args.runs, *registered_faults())
         if missing:

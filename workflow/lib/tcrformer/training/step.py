@@ -24,7 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from tcrformer.models import fast
-from tcrformer.models.backprop import DropoutMasks, Layout, Network, Switches, Weights, bind
+from tcrformer.models.backprop import DropoutMasks, Network, Switches
+from tcrformer.models.flat import Layout, Weights, bind
 from tcrformer.training.data import PAD, derive_seed
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.schedule import schedule_for
