@@ -198,24 +198,24 @@ def main(argv=None) -> None:
 
     from tcrformer.core.io import write_csv, write_text
 
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(SCRIPT), "--machine", "--config", str(args.config)]
+    facts = json.loads(subprocess.run(command, capture_output=True, text=True, check=True)
+                       .stdout.strip().splitlines()[-1])  # fmt: skip
+    (args.out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
     rows = []
     for rep in range(args.reps):
         for key in keys if rep % 2 == 0 else reversed(keys):
             result = run_rep(args, key)
             rows.append({"rep": rep, "variant": key, **result})
+            write_csv(args.out / "bench.csv", pd.DataFrame(rows))  # so far: a long run's rows
             print(f"rep {rep} {key:>18}: {result['steps_per_s']:6.2f} steps/s whole process, "
                   f"{result['process_s']:7.1f} s", flush=True)  # fmt: skip
-    command = [sys.executable, str(SCRIPT), "--machine", "--config", str(args.config)]
-    facts = json.loads(subprocess.run(command, capture_output=True, text=True, check=True)
-                       .stdout.strip().splitlines()[-1])  # fmt: skip
     measures = ("steps_per_s", "training_steps_per_s", "process_s", "workers", "threads")
     rate = {key: {m: statistics.median(r[m] for r in rows if r["variant"] == key)
                   for m in measures} for key in keys}  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "bench.csv", pd.DataFrame(rows))
     text = summary(args, rate, facts)
     write_text(args.out / "bench.md", text)
-    (args.out / "machine.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(text)
 
 
