@@ -64,10 +64,10 @@ def test_any_number_of_workers_gives_the_same_bits_even_in_a_hostile_environment
     portable_run, workers
 ):
     """The chunks of a step on 2 or 3 processes: the 1-worker fingerprint, byte for byte,
-    whatever the environment says."""
+    whatever the environment says (3 workers for 2 chunks run 2: the third would idle)."""
     env = {**HOSTILE, **MORE_THREADS, "OMP_NUM_THREADS": "2"}
     ours = run_fingerprint("--steps", str(FINGERPRINT["steps"]), "--workers", str(workers), env=env)
-    assert ours["workers"] == workers and ours["numerics"]["threads"] == 1
+    assert ours["workers"] == min(workers, 2) and ours["numerics"]["threads"] == 1
     assert ours["step"] == "hand-written"
     assert ours["losses_float32_hex"] == portable_run["losses_float32_hex"]
     assert ours["weights_sha256"] == portable_run["weights_sha256"] == FINGERPRINT["weights_sha256"]

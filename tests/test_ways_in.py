@@ -178,3 +178,13 @@ def test_two_workers_train_the_bits_of_one(tmp_path, key):
     assert one == two
     base = via_reversal(tiny(), tmp_path / "base", workers=2)
     assert two["losses"] != base["losses"] and two["weights"] != base["weights"]
+
+
+def test_three_chunks_on_one_two_and_three_workers_give_one_set_of_bits(tmp_path):
+    """Every split of 3 chunks over workers (all in one process; 2 + 1; one each) trains the
+    same weights and losses, and the record names the workers that ran."""
+    runs = {w: via_reversal(tiny(chunks=3), tmp_path / str(w), workers=w) for w in (1, 2, 3)}
+    assert runs[1] == runs[2] == runs[3]
+    out = train_reversal(tiny(chunks=3), tmp_path / "record", {}, workers=3)
+    assert out["numerics"]["workers"] == 3 and out["numerics"]["chunks"] == 3
+    assert out["numerics"]["step"] == "hand-written"

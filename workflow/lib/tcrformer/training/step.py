@@ -52,9 +52,10 @@ def dropout_stream(seed: int, chunk: int, step: int) -> int:
 
 
 class HandStep:
-    """step(src, tgt) -> (loss, gradient norm before clipping); the weights are the model's
-    own parameters, bound to a shared flat buffer. state() and restore() are what a
-    checkpoint holds of it."""
+    """step(src, tgt, t) -> (loss, gradient norm before clipping) of step t (1-based); the
+    weights are the model's own parameters, bound to a shared flat buffer. state() and
+    restore() are what a checkpoint holds of it. More workers than chunks would idle: at
+    most `chunks` run."""
 
     def __init__(self, recipe: Recipe, model: nn.Module, workers: int = 1):
         self.recipe, self.model = recipe, model
@@ -81,7 +82,7 @@ class HandStep:
         # threads sums in another order, and the bits must not depend on the core count.
         self.threads_before = torch.get_num_threads()
         torch.set_num_threads(1)
-        self.workers = Workers(workers, self.chunks, self.chunk_gradient)
+        self.workers = Workers(min(workers, self.chunks), self.chunks, self.chunk_gradient)
 
     def chunk_gradient(self, chunk: int, step: int) -> None:
         """Chunk `chunk`'s part of step `step`'s loss and its gradient, into its buffers."""
@@ -113,7 +114,7 @@ class HandStep:
         self.adam_steps += 1
         torch._fused_adam_(
             [self.params], [gradient], [self.exp_avg], [self.exp_avg_sq], [], [self.adam_steps],
-            amsgrad=False, lr=self.base_lr * self.multiplier(step - 1),
+            amsgrad=False, lr=self.lr(step),
             beta1=self.recipe.beta1, beta2=self.recipe.beta2, weight_decay=0.0,
             eps=self.recipe.eps, maximize=False,
         )  # fmt: skip
