@@ -188,3 +188,16 @@ def test_three_chunks_on_one_two_and_three_workers_give_one_set_of_bits(tmp_path
     out = train_reversal(tiny(chunks=3), tmp_path / "record", {}, workers=3)
     assert out["numerics"]["workers"] == 3 and out["numerics"]["chunks"] == 3
     assert out["numerics"]["step"] == "hand-written"
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [({"impl": "reference"}, "impl reference"), ({"precision": "bf16"}, "precision bf16"),
+     ({"arch": "gru"}, "arch gru")],
+)  # fmt: skip
+def test_what_the_hand_written_step_does_not_cover_falls_back_and_says_so(tmp_path, change, why):
+    """A recipe the hand-written step does not cover trains with autograd in one process,
+    and the training's record says so: nothing falls back silently."""
+    out = train_reversal(tiny(**change), tmp_path, {}, workers=2)
+    assert out["numerics"]["step"] == f"autograd: the hand-written step covers no {why}"
+    assert out["numerics"]["workers"] == 1
