@@ -6,7 +6,8 @@ Portable vs native. torch reads its numerics settings once, when it is imported,
 each timed block is a fresh process (`--worker`) that pins the mode, trains the paper recipe
 for `--steps` steps after a warm-up and reports steps/s; blocks of the variants alternate,
 so a machine that gets busier slows all alike, and the summary takes the median block.
-Variants: portable at its configured thread count, native at the same count, native at two.
+Variants: portable on one worker, native on one worker, native on two workers (the
+hand-written step's processes, one torch thread each).
 Times are for reading, never for tests. (Seeds batched into one vmapped computation were
 measured here too, at 0.69x separate runs on 2 cores; they are gone: bench/README.md.)
 """
@@ -26,14 +27,14 @@ if "snakemake" in globals():  # the rule's script: directive runs a copy under .
 else:
     ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "bench_numerics.py"  # each block's fresh process runs this file
-VARIANTS = {  # label: (numerics.mode, threads; None = numerics.threads)
-    "portable": ("portable", None),
-    "native, same threads": ("native", None),
-    "native, 2 threads": ("native", 2),
+VARIANTS = {  # label: (numerics.mode, the training's workers)
+    "portable": ("portable", 1),
+    "native, 1 worker": ("native", 1),
+    "native, 2 workers": ("native", 2),
 }
 
 
-def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) -> dict:
+def worker(config_path: Path, mode: str, workers: int, steps: int, warmup: int) -> dict:
     """One block in this (fresh) process: pin, import torch, time `steps` training steps."""
     import yaml
 
@@ -41,39 +42,38 @@ def worker(config_path: Path, mode: str, threads: int, steps: int, warmup: int) 
     from tcrformer.core.config import apply_receptor
 
     config = apply_receptor(yaml.safe_load(config_path.read_text()))
-    pinned = numerics.pin(numerics.Numerics(mode, threads))
-    numerics.configure_torch(pinned, threads)
+    pinned = numerics.pin(numerics.Numerics(mode, workers))
+    numerics.configure_torch(pinned, workers)
     import torch
 
-    torch.set_num_threads(threads)
     from tcrformer.training.loop import train
     from tcrformer.training.recipe import recipe_from_config, with_overrides
 
     recipe = recipe_from_config(config["reversal"])
     short = with_overrides(recipe, steps=warmup + steps, device="cpu", log_every=10**6)
     marks: list[float] = []
-    train(short, on_step=lambda step: marks.append(time.perf_counter()))
+    trained = train(short, workers, on_step=lambda step: marks.append(time.perf_counter()))
     seconds = marks[-1] - marks[warmup - 1]
     return {
         "steps_per_s": steps / seconds,
         "capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": torch.get_num_threads(),
+        "workers": trained.timing["workers"],
     }
 
 
-def run_block(args, mode: str, threads: int) -> dict:
-    command = [sys.executable, str(SCRIPT), "--worker", mode, str(threads)]
+def run_block(args, mode: str, workers: int) -> dict:
+    command = [sys.executable, str(SCRIPT), "--worker", mode, str(workers)]
     command += ["--config", str(args.config), "--steps", str(args.steps)]
     command += ["--warmup", str(args.warmup)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def numerics_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
+def numerics_part(args) -> tuple[list[dict], dict[str, float]]:
     rows = []
     for block in range(args.blocks):
-        for label, (mode, count) in VARIANTS.items():
-            result = run_block(args, mode, count or threads)
+        for label, (mode, workers) in VARIANTS.items():
+            result = run_block(args, mode, workers)
             rows.append({"part": "numerics", "block": block, "variant": label, **result})
             print(f"block {block} {label:>22}: {result['steps_per_s']:6.2f} steps/s", flush=True)
     rate = {
@@ -83,7 +83,7 @@ def numerics_part(args, threads: int) -> tuple[list[dict], dict[str, float]]:
     return rows, rate
 
 
-def summary(args, threads, numerics_rate, cpu) -> str:
+def summary(args, numerics_rate, cpu) -> str:
     lines = [
         "# Numerics benchmark",
         "",
@@ -100,9 +100,9 @@ def summary(args, threads, numerics_rate, cpu) -> str:
         lines.append(f"| {label} | {rate:.2f} | {rate / base:.2f} |")
     lines += [
         "",
-        f"Portable runs {threads} thread(s) (numerics.threads). Native at the same count "
-        "isolates what pinning the instruction set costs; native at 2 threads is the default "
-        "of `numerics.mode: native`.",
+        "Each worker is a process of one torch thread. Native on one worker isolates what "
+        "pinning the instruction set and the products costs; native on 2 workers is "
+        "`numerics.mode: native` with the default `numerics.threads`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -114,23 +114,21 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--blocks", type=int, default=3)
-    parser.add_argument("--worker", nargs=2, metavar=("MODE", "THREADS"))
+    parser.add_argument("--worker", nargs=2, metavar=("MODE", "WORKERS"))
     args = parser.parse_args(argv)
     if args.worker:
-        mode, threads = args.worker[0], int(args.worker[1])
-        print(json.dumps(worker(args.config, mode, threads, args.steps, args.warmup)))
+        mode, workers = args.worker[0], int(args.worker[1])
+        print(json.dumps(worker(args.config, mode, workers, args.steps, args.warmup)))
         return
     import pandas as pd
-    import yaml
 
     from tcrformer.core.io import write_csv, write_text
     from tcrformer.core.numerics import cpu_info
 
-    threads = (yaml.safe_load(args.config.read_text()).get("numerics") or {}).get("threads", 1)
-    numerics_rows, numerics_rate = numerics_part(args, threads)
+    numerics_rows, numerics_rate = numerics_part(args)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "numerics.csv", pd.DataFrame(numerics_rows))
-    text = summary(args, threads, numerics_rate, cpu_info()["model"])
+    text = summary(args, numerics_rate, cpu_info()["model"])
     write_text(args.out / "numerics.md", text)
     print(text)
 

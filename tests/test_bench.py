@@ -50,10 +50,9 @@ def test_numerics_bench_alternates_its_variants_and_writes_the_ratios(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     frame = pd.read_csv(tmp_path / "numerics.csv")
     numerics = frame[frame.part == "numerics"]
-    assert (
-        numerics.variant.tolist() == ["portable", "native, same threads", "native, 2 threads"] * 2
-    )
+    assert numerics.variant.tolist() == ["portable", "native, 1 worker", "native, 2 workers"] * 2
     assert set(numerics[numerics.variant == "portable"].capability) == {"AVX2"}
     assert set(frame.part) == {"numerics"}
     summary = (tmp_path / "numerics.md").read_text()
-    assert "| portable |" in summary and "| native, 2 threads |" in summary
+    assert "| portable |" in summary and "| native, 2 workers |" in summary
+    assert numerics[numerics.variant == "native, 2 workers"].workers.tolist() == [2, 2]
