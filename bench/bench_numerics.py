@@ -52,7 +52,7 @@ def worker(config_path: Path, mode: str, workers: int, steps: int, warmup: int) 
     recipe = recipe_from_config(config["reversal"])
     short = with_overrides(recipe, steps=warmup + steps, device="cpu", log_every=10**6)
     marks: list[float] = []
-    trained = train(short, workers, on_step=lambda step: marks.append(time.perf_counter()))
+    trained = train(short, workers=workers, on_step=lambda step: marks.append(time.perf_counter()))
     seconds = marks[-1] - marks[warmup - 1]
     return {
         "steps_per_s": steps / seconds,
