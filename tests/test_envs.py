@@ -11,6 +11,8 @@ import importlib
 import importlib.metadata
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,12 +121,30 @@ def test_env_packages_import_in_the_pip_environment(env):
         assert installed == version, f"{pypi}: installed {installed}, {env.name} pins {version}"
 
 
-@pytest.mark.parametrize("env", ENVS, ids=lambda p: p.name)
-def test_env_makes_the_project_package_importable(env):
-    """Rules import tcrformer from the checkout: PYTHONPATH, relative to the repo root."""
-    variables = yaml.safe_load(env.read_text()).get("variables", {})
-    path = ROOT / variables["PYTHONPATH"]
-    assert (path / "tcrformer" / "__init__.py").is_file(), path
+def script_folders() -> list[Path]:
+    """Every folder that holds a script a rule runs (its `script:`, relative to its file)."""
+    rules = ROOT / "workflow" / "rules"
+    found = set()
+    for path in rules.glob("*.smk"):
+        for script in re.findall(r'script:\s*\n\s*"([^"]+)"', path.read_text()):
+            found.add((rules / script).resolve().parent)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("folder", script_folders(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_rule_script_imports_the_library_from_its_own_folder(folder, tmp_path):
+    """In a conda environment (no install, Snakemake's PYTHONPATH dropped) a rule script
+    finds tcrformer in its own folder, which Snakemake puts on its path: the library of
+    this checkout, from any working folder."""
+    probe = (f"import sys; sys.path.append({str(folder)!r}); from tcrformer.core import "
+             "shipped; print(shipped.__file__); print(shipped.REPOSITORY)")  # fmt: skip
+    # -S: no site-packages (no installed tcrformer); -I: no PYTHONPATH, no current folder
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", probe], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, repository = done.stdout.split()
+    assert Path(module).resolve() == ROOT / "workflow/lib/tcrformer/core/shipped.py"
+    assert Path(repository) == ROOT
 
 
 def rules_in(path: Path) -> dict[str, str]:

@@ -1,9 +1,10 @@
 """The config check the workflow runs before any rule, as one function the tests call too.
 
     validate(config, schema_path)   raises ConfigError (one line naming the key), or fills in
-                                    the schema's defaults and the receptor's keys, and
-                                    returns every chapter's typed settings, {chapter:
-                                    Settings}, made once
+                                    the schema's defaults, the paths of the files the
+                                    workflow ships and the receptor's keys, and returns
+                                    every chapter's typed settings, {chapter: Settings},
+                                    made once
 
 The schema first (with command-line strings turned into the numbers they stand for), then
 every chapter's own checks (its `Settings.from_config`) and the figures'. It lives outside
@@ -21,6 +22,7 @@ from tcrformer.core.config import (
     fill_defaults,
     first_schema_error,
     load_schema,
+    locate_shipped_files,
     run_checks,
 )
 from tcrformer.figures import check_figures
@@ -33,6 +35,7 @@ def validate(config: dict, schema_path: str | Path) -> dict:
     if error is not None:
         raise error
     fill_defaults(config, schema)
+    locate_shipped_files(config)
     apply_receptor(config)
     made = {}
 

@@ -18,8 +18,13 @@ from typing import Any
 
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
-"""The config schema (workflow/schemas/config.schema.yaml), defaults included."""
+from tcrformer.core.shipped import REPOSITORY, shipped
+
+SCHEMA_PATH = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
+"""The config schema, defaults included."""
+
+SHIPPED_FILES = ("golden.file",)
+"""The config keys that name a file the workflow ships: the default config's paths."""
 
 
 class ConfigError(ValueError):
@@ -203,6 +208,26 @@ def get(config: Mapping, dotted: str) -> Any:
     return node
 
 
+def locate_shipped_files(config: dict) -> dict:
+    """Each key of SHIPPED_FILES set, in place, to where its file is found (core.shipped):
+    in the working folder, else in the workflow's repository. A file found in neither is
+    left as given, for the file check to name."""
+    for dotted in SHIPPED_FILES:
+        section, key = _parent(config, dotted)
+        if section.get(key):
+            section[key] = str(shipped(section[key]))
+    return config
+
+
+def _parent(config: Mapping, dotted: str) -> tuple[Mapping, str]:
+    """The section holding a dotted key ({} when a section is missing), and the key."""
+    *sections, key = dotted.split(".")
+    node = config
+    for name in sections:
+        node = node.get(name) or {}
+    return node, key
+
+
 def run_checks(config: Mapping, checks: Iterable[Callable[[Mapping], Any]] = ()) -> None:
     """Every check a schema cannot express. Raises ConfigError.
 
@@ -217,9 +242,14 @@ def run_checks(config: Mapping, checks: Iterable[Callable[[Mapping], Any]] = ())
 
 def _check_files(config: Mapping) -> None:
     """Files the config names must exist now, not when a rule first reads them."""
-    path = (config.get("golden") or {}).get("file")
-    if path and not Path(path).is_file():
-        raise ConfigError("golden.file", path, f"file not found ({Path(path).resolve()})")
+    for dotted in SHIPPED_FILES:
+        section, key = _parent(config, dotted)
+        path = section.get(key)
+        if path and not Path(path).is_file():
+            places = [Path(path).resolve()]
+            if not Path(path).is_absolute():
+                places.append(REPOSITORY / path)
+            raise ConfigError(dotted, path, f"file not found ({' or '.join(map(str, places))})")
 
 
 def sections(config: Mapping, *names: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tcrformer import __version__
 from tcrformer.core.io import dumps_json, sha256
+from tcrformer.core.shipped import REPOSITORY
 
 PACKAGES = ("numpy", "torch", "snakemake", "pandas", "matplotlib", "fair-esm", "sceptr", "pyyaml")
 
@@ -32,8 +33,9 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def git_state(root: str | Path = ".") -> dict[str, object]:
-    """Commit and dirty flag of the checkout, or 'unknown' outside git."""
+def git_state(root: str | Path = REPOSITORY) -> dict[str, object]:
+    """Commit and dirty flag of the workflow's checkout (the code that ran, wherever the run
+    works), or 'unknown' outside git."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -55,7 +57,6 @@ def config_digest(config: Mapping) -> str:
 def build(
     produced_by: Mapping[str, str],
     config: Mapping,
-    root: str | Path = ".",
     numerics: Mapping[str, Mapping] | None = None,
 ) -> dict:
     """The manifest: versions, git state, config digest, numerics, {path: sha256, bytes, rule}.
@@ -68,7 +69,7 @@ def build(
     }
     return {
         "project": {"name": "tcrformer", "version": __version__},
-        "git": git_state(root),
+        "git": git_state(),
         "config_sha256": config_digest(config),
         "config": dict(config),
         "versions": package_versions(),
