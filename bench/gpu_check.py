@@ -100,8 +100,9 @@ class Check:
 
     def fingerprint(self) -> list[Row]:
         steps = self.steps or FINGERPRINT_STEPS
-        command = [sys.executable, "-m", "tcrformer.training.fingerprint", "--config",
-                   "config/config.yaml", "--steps", str(steps), "--device", self.device]  # fmt: skip
+        cli = [sys.executable, "-m", "tcrformer.training.fingerprint"]
+        command = [*cli, "--config", "config/config.yaml", "--steps", str(steps), "--device",
+                   self.device]  # fmt: skip
         first, second = (self.call("the fingerprint", command)[0] for _ in range(2))
         found = json.loads(first)
         same = "identical bytes" if first == second else "DIFFERENT bytes"
@@ -124,10 +125,9 @@ class Check:
         counts = ", ".join(f"{n} {status}" for status, n in report["summary"].items() if n)
         rows.append(Row("reversal, golden check", counts))
         for row in report["rows"]:
-            value = row["value"] if row["value"] is not None else "-"
             reason = f"; {row['reason']}" if row["reason"] else ""
             rows.append(Row(f"golden: {row['key']}", row["status"],
-                            f"{value} ({row['tolerance']}{reason})"))  # fmt: skip
+                            f"{shown(row['value'])} ({row['tolerance']}{reason})"))  # fmt: skip
         return rows, rate
 
     def ensemble(self, alone: float) -> list[Row]:
@@ -139,15 +139,16 @@ class Check:
                               config=[f"ensemble={{'seeds': {seeds}}}"])  # fmt: skip
         timings = [self.read(f"ensemble/seed{s}/training_time.json") for s in seeds]
         rates = sorted(t["steps_run"] / t["train_seconds"] for t in timings)
-        together = sum(t["steps_run"] for t in timings) / wall
+        longest = max(t["train_seconds"] for t in timings)
+        together = sum(t["steps_run"] for t in timings) / longest  # they train side by side
         devices = {json.dumps(self.read(f"ensemble/seed{s}/numerics.json")["gpu"]) for s in seeds}
         return [
             Row(f"ensemble, {len(seeds)} seeds at once, {steps} steps each",
                 f"{together:.1f} steps/s together",
-                f"each {rates[0]:.1f} to {rates[-1]:.1f} steps/s; together over the call's "
-                f"{wall:.0f} s wall clock (process starts included), "
-                f"{together / alone:.2f}x the reversal training alone; "
-                f"{'one device' if len(devices) == 1 else 'SEVERAL devices'}"),
+                f"each {rates[0]:.1f} to {rates[-1]:.1f} steps/s; together: every step over "
+                f"the longest training, {longest:.1f} s ({wall:.0f} s for the whole call, "
+                f"process starts included); {together / alone:.2f}x the reversal training "
+                f"alone; {'one device' if len(devices) == 1 else 'SEVERAL devices'}"),
         ]  # fmt: skip
 
     def identity(self) -> list[Row]:
@@ -160,6 +161,15 @@ class Check:
 
     def read(self, path: str) -> dict:
         return json.loads((self.folder / path).read_text(encoding="utf-8"))
+
+
+def shown(value) -> str:
+    """A golden row's value in a table cell: a number to 6 digits, a list by its length."""
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return f"{len(value)} values"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def table(rows: list[Row]) -> str:

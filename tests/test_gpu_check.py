@@ -49,15 +49,16 @@ def test_on_the_cpu_it_makes_the_whole_table(workflow_copy):
     assert (workflow_copy / "results/gpu_check/gpu_check.log").exists()
 
 
-def load_script():
+def load_script(monkeypatch):
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench/gpu_check.py")
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_check", module)  # its dataclass looks itself up
     spec.loader.exec_module(module)
     return module
 
 
 def test_two_fingerprints_that_differ_fail_the_check(monkeypatch, tmp_path, capsys):
-    script = load_script()
+    script = load_script(monkeypatch)
     monkeypatch.setattr(script, "ROOT", tmp_path)
     record = {"losses_sha256": "0" * 64, "weights_sha256": "1" * 64, "step": "autograd"}
     outputs = iter(json.dumps({**record, "last_loss": loss}) for loss in (1.0, 2.0))

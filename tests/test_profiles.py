@@ -179,8 +179,8 @@ def test_gpu_profile_trains_on_cuda_under_a_users_config(workflow_copy):
     """`--config run=g1` under profiles/gpu: every training rule still names cuda, and the
     GPU's slots go to the training rules only."""
     (workflow_copy / "device_probe.smk").write_text(DEVICE_PROBE)
-    out = _dry_run(workflow_copy, "-s", "device_probe.smk", "--workflow-profile",
-                   "profiles/gpu", "--config", "run=g1", "reversal", "ensemble", "claims")  # fmt: skip
+    profile = ("-s", "device_probe.smk", "--workflow-profile", "profiles/gpu")
+    out = _dry_run(workflow_copy, *profile, "reversal", "ensemble", "claims", "--config", "run=g1")
     devices = {"train_reversal": "cuda", "train_ensemble": "cuda", "train_claim_arm": ["cuda"]}
     assert f"training devices: {devices}" in out, out[-4000:]
     assert "results/g1/reversal/model.safetensors" in out

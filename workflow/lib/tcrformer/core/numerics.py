@@ -272,7 +272,8 @@ def describe_gpu(device: Any, driver: Callable[[], str | None] | None = None) ->
     record["gpu"] = torch.cuda.get_device_name(device)
     record["driver"] = (driver or nvidia_driver)()
     record["cuda"] = torch.version.cuda
-    record["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    cudnn = torch.backends.cudnn
+    record["cudnn"] = cudnn.version() if cudnn.is_available() else None
     return record
 
 

@@ -198,10 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.products:
             result["products"] = products_fingerprint()
     else:
-        result = fingerprint(
-            config, args.steps, args.seed, args.workers, args.batch_size, not args.autograd,
-            args.device,
-        )
+        result = fingerprint(config, args.steps, args.seed, args.workers, args.batch_size,
+                             not args.autograd, args.device)  # fmt: skip
     print(json.dumps(result, indent=2))
     return 0
 
