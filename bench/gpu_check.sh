@@ -3,7 +3,7 @@
 # training with its steps/s and golden rows, 8 ensemble seeds at once on the one GPU, and
 # the device's identity, as one Markdown table. About 5 minutes at most on one GPU.
 #
-#   bash bench/gpu_check.sh > bench/results/gpu_check.md        on a machine with a GPU
+#   bash bench/gpu_check.sh                                     on a machine with a GPU
 #   bash bench/gpu_check.sh --device cpu --steps 5 --seeds 2    the same table on the CPU
 #
 # PYTHON names the interpreter (default: the checkout's .venv, else python3).
