@@ -62,7 +62,8 @@ PORTABLE_ENV = {
 }
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # cuBLAS is deterministic only with a fixed workspace of one of these two shapes, set before
-# its first call; the first is the one set here.
+# CUDA starts; the first is the one set here (by pin in portable mode, else when a training
+# starts on CUDA).
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 PORTABLE_CAPABILITY = "AVX2"
@@ -184,7 +185,8 @@ def pin(
     if not ok:
         return Pinned("portable", "native", numerics.threads, reason)
     threads = numerics.torch_threads
-    wanted = {**PORTABLE_ENV, **{name: str(threads) for name in THREAD_ENV}}
+    wanted = {**PORTABLE_ENV, CUBLAS_WORKSPACE: DETERMINISTIC_WORKSPACES[0],
+              **{name: str(threads) for name in THREAD_ENV}}  # fmt: skip
     replaced = {k: environ[k] for k, v in wanted.items() if k in environ and environ[k] != v}
     environ.update(wanted)
     pinned = Pinned("portable", "portable", threads, "", replaced)
@@ -238,7 +240,7 @@ def deterministic_cuda(environ: MutableMapping[str, str] | None = None) -> None:
     or an error naming the op (warn_only=False), cuDNN's deterministic algorithms and no
     benchmarking among them, no TF32 (float32 products stay float32), and cuBLAS's fixed
     workspace. An unsuitable CUBLAS_WORKSPACE_CONFIG is replaced while CUDA has not
-    started; after that it is a bug to reach here."""
+    started (pin has set it already in portable mode); once CUDA runs it is too late."""
     import torch
 
     environ = os.environ if environ is None else environ
@@ -246,7 +248,8 @@ def deterministic_cuda(environ: MutableMapping[str, str] | None = None) -> None:
         if torch.cuda.is_initialized():
             raise RuntimeError(
                 f"{CUBLAS_WORKSPACE} must be one of {', '.join(DETERMINISTIC_WORKSPACES)} "
-                "before CUDA starts: tcrformer.core.numerics.deterministic_cuda ran too late"
+                "before CUDA starts, and CUDA started before this training: set it in the "
+                "environment first"
             )
         environ[CUBLAS_WORKSPACE] = DETERMINISTIC_WORKSPACES[0]
     deterministic_kernels(warn_only=False)
