@@ -1,6 +1,6 @@
 """The execution profiles: they parse, every entry is explained, each says what it should,
-and Snakemake dry-runs the pipeline with them (the gpu profile puts `gpu=1` on the
-training rule and on no other)."""
+and Snakemake dry-runs the pipeline with them (the gpu profile trains on CUDA, even under a
+`--config` of the user's, and gives GPU slots to the training rules and to no other)."""
 
 from __future__ import annotations
 
@@ -69,13 +69,16 @@ def test_default_profile_is_cpu_only():
     assert profile["cores"] == "all"  # a plain `snakemake` runs, on every core
 
 
-def test_gpu_profile_gives_the_training_rule_one_gpu():
+def test_gpu_profile_shares_the_gpu_among_the_training_rules():
+    """The recipe's training takes every slot of the GPU; a seed or an arm's job one; the
+    device comes from a config file, which a user's --config is laid over, not replaces."""
     profile = load("gpu")
-    gpu_rules = {r for r, res in profile["set-resources"].items() if res.get("gpu")}
-    assert gpu_rules == TRAINING_RULES
-    assert all(profile["set-resources"][r]["gpu"] == 1 for r in TRAINING_RULES)
-    assert profile["config"]["reversal"]["device"] == "cuda"
-    assert "executor" not in profile
+    slots = profile["resources"]["gpu_slots"]
+    shares = {r: res["gpu_slots"] for r, res in profile["set-resources"].items()}
+    assert shares == {"train_reversal": slots, "train_ensemble": 1, "train_claim_arm": 1}
+    assert slots > 1 and "config" not in profile and "executor" not in profile
+    cuda = yaml.safe_load((PROFILES / "gpu" / profile["configfile"]).read_text())
+    assert cuda == {"reversal": {"device": "cuda"}}
 
 
 def test_slurm_profile_has_what_a_cluster_needs():
@@ -154,15 +157,42 @@ def workflow_copy(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("profiles") / "wf")
 
 
+# A Snakefile that is the workflow, and says at parse time which device each training rule's
+# params name: the recipes the rules' params are read from.
+DEVICE_PROBE = """
+include: "Snakefile"
+
+import sys
+
+devices = {
+    "train_reversal": REVERSAL["reversal"].device,
+    "train_ensemble": ensemble_recipe(ENSEMBLE.seeds[0]).device,
+    "train_claim_arm": sorted({arm.device for arm in CLAIMS.arms.values()}),
+}
+print(f"training devices: {devices}", file=sys.stderr)
+"""
+
+
 @pytest.mark.slow
 @needs_reversal
-def test_gpu_profile_dry_run_puts_the_gpu_on_the_training_rule(workflow_copy):
-    out = _dry_run(workflow_copy, "--workflow-profile", "profiles/gpu", "reversal")
+def test_gpu_profile_trains_on_cuda_under_a_users_config(workflow_copy):
+    """`--config run=g1` under profiles/gpu: every training rule still names cuda, and the
+    GPU's slots go to the training rules only."""
+    (workflow_copy / "device_probe.smk").write_text(DEVICE_PROBE)
+    profile = ("-s", "device_probe.smk", "--workflow-profile", "profiles/gpu")
+    out = _dry_run(workflow_copy, *profile, "reversal", "ensemble", "claims", "--config", "run=g1")
+    devices = {"train_reversal": "cuda", "train_ensemble": "cuda", "train_claim_arm": ["cuda"]}
+    assert f"training devices: {devices}" in out, out[-4000:]
+    assert "results/g1/reversal/model.safetensors" in out
+    slots = load("gpu")["resources"]["gpu_slots"]
+    expected = {"train_reversal": f"gpu_slots={slots}", "train_ensemble": "gpu_slots=1",
+                "train_claim_arm": "gpu_slots=1"}  # fmt: skip
     resources = _resources_by_rule(out)
-    assert "train_reversal" in resources, out[-4000:]
-    assert all(re.search(r"\bgpu=1\b", r) for r in resources["train_reversal"])
-    others = [r for name, lines in resources.items() if name != "train_reversal" for r in lines]
-    assert not any(re.search(r"\bgpu=[1-9]", r) for r in others), others
+    assert TRAINING_RULES <= resources.keys(), resources.keys()
+    for rule, lines in resources.items():
+        found = {m[0] if (m := re.search(r"\bgpu_slots=\d+", line)) else None for line in lines}
+        assert found == {expected.get(rule)}, (rule, lines[:2])
+        assert not any(re.search(r"\bgpu=[1-9]", line) for line in lines), (rule, lines[:2])
 
 
 @pytest.mark.slow

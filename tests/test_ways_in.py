@@ -71,7 +71,7 @@ CHANGES = {
     "compile": {"compile": True},
     "chunks": {"chunks": 3},
 }
-# Reaches the trainer (the fingerprint, every rank's check) but is not trained here:
+# Reaches the trainer (the fingerprint) but is not trained here:
 # torch.compile takes minutes on the CPU, and compiled bits need not differ.
 NOT_TRAINED = {"compile"}
 # What a change is compared against, where not TINY: the key matters only with another.

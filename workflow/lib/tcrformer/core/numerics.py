@@ -32,6 +32,11 @@ default`, `MKL_CBWR=AVX2`, `OMP_NUM_THREADS=1`): they are replaced, and the repl
 recorded. `native` leaves the libraries' code paths alone (torch's products, tuned to this
 CPU; the bits then depend on it) and runs numerics.threads threads too. A CPU without AVX2
 and FMA, or one that is not x86-64, runs native, and says so.
+
+A training on CUDA, in either mode, runs only deterministic kernels (`deterministic_cuda`):
+an op without one stops the run with an error that names it, instead of a warning. The bits
+are then those of the GPU model, the driver, CUDA and cuDNN, which the record names
+(`describe_gpu`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from __future__ import annotations
 import glob
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -55,7 +61,11 @@ PORTABLE_ENV = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
 }
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-CUDA_ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # cuBLAS's deterministic workspace
+# cuBLAS is deterministic only with a fixed workspace of one of these two shapes, set before
+# CUDA starts; the first is the one set here (by pin in portable mode, else when a training
+# starts on CUDA).
+CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
+DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")
 PORTABLE_CAPABILITY = "AVX2"
 _REQUIRED_FLAGS = ("avx2", "fma")
 
@@ -175,7 +185,8 @@ def pin(
     if not ok:
         return Pinned("portable", "native", numerics.threads, reason)
     threads = numerics.torch_threads
-    wanted = {**PORTABLE_ENV, **CUDA_ENV, **{name: str(threads) for name in THREAD_ENV}}
+    wanted = {**PORTABLE_ENV, CUBLAS_WORKSPACE: DETERMINISTIC_WORKSPACES[0],
+              **{name: str(threads) for name in THREAD_ENV}}  # fmt: skip
     replaced = {k: environ[k] for k, v in wanted.items() if k in environ and environ[k] != v}
     environ.update(wanted)
     pinned = Pinned("portable", "portable", threads, "", replaced)
@@ -196,7 +207,8 @@ def thread_count(pinned: Pinned, threads: int | None = None) -> int | None:
 
 
 def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
-    """After `import torch`: the thread count, and deterministic kernels on CUDA.
+    """After `import torch`: the thread count, and in portable mode torch's deterministic
+    kernels (a training on CUDA adds `deterministic_cuda`, in either mode).
 
     `threads` is the rule's Snakemake thread count; portable mode ignores it and uses the
     configured count, so --cores never changes the bits.
@@ -208,22 +220,77 @@ def configure_torch(pinned: Pinned, threads: int | None = None) -> None:
         torch.set_num_threads(count)
     if pinned.mode == "portable":
         deterministic_kernels()
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
     check_in_force(pinned)
 
 
-def deterministic_kernels() -> None:
-    """torch's deterministic kernels (on CUDA: scatter, index_add, ...), without the NaN
-    fill of every new tensor that comes with them by default: no op of ours reads memory
-    it has not written, and the fill was 15 % of a portable CPU step (about 540 calls a
-    step, bench/README.md)."""
+def deterministic_kernels(warn_only: bool = True) -> None:
+    """torch's deterministic kernels, without the NaN fill of every new tensor that comes
+    with them by default: no op of ours reads memory it has not written, and the fill was
+    15 % of a portable CPU step (about 540 calls a step, bench/README.md). `warn_only`: an
+    op with no deterministic kernel warns (the CPU, where every op we run has one) or
+    raises, naming the op (CUDA)."""
     import torch
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
     torch.utils.deterministic.fill_uninitialized_memory = False
+
+
+def deterministic_cuda(environ: MutableMapping[str, str] | None = None) -> None:
+    """The numerics of a training on CUDA, before its first CUDA op: deterministic kernels
+    or an error naming the op (warn_only=False), cuDNN's deterministic algorithms and no
+    benchmarking among them, no TF32 (float32 products stay float32), and cuBLAS's fixed
+    workspace. An unsuitable CUBLAS_WORKSPACE_CONFIG is replaced while CUDA has not
+    started (pin has set it already in portable mode); once CUDA runs it is too late."""
+    import torch
+
+    environ = os.environ if environ is None else environ
+    if environ.get(CUBLAS_WORKSPACE) not in DETERMINISTIC_WORKSPACES:
+        if torch.cuda.is_initialized():
+            raise RuntimeError(
+                f"{CUBLAS_WORKSPACE} must be one of {', '.join(DETERMINISTIC_WORKSPACES)} "
+                "before CUDA starts, and CUDA started before this training: set it in the "
+                "environment first"
+            )
+        environ[CUBLAS_WORKSPACE] = DETERMINISTIC_WORKSPACES[0]
+    deterministic_kernels(warn_only=False)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+GPU_FIELDS = ("gpu", "driver", "cuda", "cudnn")
+
+
+def describe_gpu(device: Any, driver: Callable[[], str | None] | None = None) -> dict:
+    """{gpu, driver, cuda, cudnn} of the device a training ran on: the GPU's model name, the
+    NVIDIA driver's version (`driver`: nvidia_driver, or a test's stand-in), the CUDA
+    version torch was built with and the cuDNN version it loaded. Each is None where
+    unknown, and all are None on the CPU."""
+    record: dict[str, Any] = dict.fromkeys(GPU_FIELDS)
+    if getattr(device, "type", device) != "cuda":
+        return record
+    import torch
+
+    record["gpu"] = torch.cuda.get_device_name(device)
+    record["driver"] = (driver or nvidia_driver)()
+    record["cuda"] = torch.version.cuda
+    cudnn = torch.backends.cudnn
+    record["cudnn"] = cudnn.version() if cudnn.is_available() else None
+    return record
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi reports it ('570.124.06'), None without it."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split()
+    return lines[0] if lines else None
 
 
 def check_in_force(pinned: Pinned) -> None:
@@ -293,7 +360,8 @@ def describe(pinned: Pinned) -> dict[str, Any]:
 def one_line(numerics: Mapping[str, Any]) -> str:
     """'portable: torch AVX2, products OpenBLAS 0.3.34 Haswell kernels, MKL COMPATIBLE,STRICT,
     2 workers of 1 thread on AMD EPYC', a report header (a training's record names its
-    workers; a record from before the products were recorded has no products)."""
+    workers, and the GPU it trained on; a record from before the products were recorded
+    has no products)."""
     threads = numerics["threads"]
     cores = f"{threads} thread{'s' if threads != 1 else ''}"
     workers = numerics.get("workers", 1)  # a training's record has it; other jobs run one
@@ -309,4 +377,10 @@ def one_line(numerics: Mapping[str, Any]) -> str:
         text += f" ({numerics['reason']})"
     if numerics.get("products_notice"):
         text += f" ({numerics['products_notice']})"
+    gpu = numerics.get("gpu") or {}  # a training's record; on the CPU its fields are None
+    if gpu.get("gpu"):
+        text += (
+            f"; trained on {gpu['gpu']} (driver {gpu['driver']}, CUDA {gpu['cuda']}, "
+            f"cuDNN {gpu['cudnn']})"
+        )
     return text

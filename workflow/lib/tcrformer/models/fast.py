@@ -8,9 +8,14 @@ how the arithmetic is issued:
 - Q, K and V come out of one matmul (the weights are concatenated on the fly, so the
   parameters, and the state dict, stay as they are), laid out straight away as one batch
   of (L, d_k) matrices per role;
-- all heads attend at once; on a GPU through `F.scaled_dot_product_attention`, on the CPU
-  written out (at L <= 18 that beats PyTorch's fused CPU kernel), with the mask added as a
-  precomputed score bias inside the score product (a `baddbmm`);
+- all heads attend at once, written out (scores, softmax, dropout, weighted values), with
+  the mask added as a precomputed score bias inside the score product (a `baddbmm`). On
+  the CPU, at L <= 18, that beats PyTorch's fused kernel. On a GPU it is the deterministic
+  choice: `F.scaled_dot_product_attention` with a float mask and dropout picks its kernel
+  by heuristics that change with the GPU and the torch version (memory-efficient, whose
+  backward is deterministic only in torch's strict mode; cuDNN's, which has no
+  deterministic backward), while these are cuBLAS products, a softmax and a dropout, each
+  deterministic under core.numerics.deterministic_cuda;
 - training on the CPU skips the padding (`packed_loss`): every position-wise layer runs on
   the real rows only, and attention scatters them into its (B, L) grid and gathers back;
 - LayerNorm is `F.layer_norm`; the loss is one fused cross-entropy call;
@@ -208,7 +213,6 @@ class Attention(nn.Module):
         self.w_v, self.w_o = Linear(d_model, d_model), Linear(d_model, d_model)
         self.record = False  # set by record_attention(): keep the weights in .attn
         self.attn: Tensor | None = None
-        self.fused: bool | None = None  # F.scaled_dot_product_attention? None: on CUDA only
         self.scale = self.d_k**-0.5  # the 1/sqrt(d_k) of the scores (1.0: the scaling off)
         self.keep: Tensor | None = None  # (h,) multiplier of each head's output: 0 ablates it
 
@@ -228,18 +232,7 @@ class Attention(nn.Module):
         else:
             (q,) = self._project(x, (self.w_q,), scope.queries)
             k, v = self._project(memory, (self.w_k, self.w_v), scope.keys)
-        fused = x.is_cuda if self.fused is None else self.fused
-        if fused and not self.record:
-            Bh, Lq, d_k = q.shape
-            q, k, v = (t.view(Bh // self.h, self.h, -1, d_k) for t in (q, k, v))
-            bias = scope.bias.view(*q.shape[:3], -1).to(q.dtype)  # (B, h, Lq, Lk)
-            p = self.dropout.p if self.training else 0.0
-            heads = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias, dropout_p=p, scale=self.scale
-            )
-            heads = heads.reshape(Bh, Lq, d_k)
-        else:
-            heads = self._attend(q, k, v, scope.bias)
+        heads = self._attend(q, k, v, scope.bias)
         if self.keep is not None:  # (B h, Lq, d_k): zero the ablated heads' outputs
             heads = (heads.view(-1, self.h, *heads.shape[1:]) * self.keep.view(-1, 1, 1)).view_as(
                 heads

@@ -37,7 +37,7 @@ def decode(tokens) -> str:
 
 
 def derive_seed(seed: int, purpose: str) -> int:
-    """An independent seed for one purpose ('batches', 'train_set', 'dropout rank 1', ...),
+    """An independent seed for one purpose ('batches', 'train_set', 'dropout chunk 0 step 1', ...),
     fixed by the recipe's seed."""
     digest = hashlib.sha256(f"{seed}:{purpose}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1

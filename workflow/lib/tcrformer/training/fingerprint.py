@@ -6,7 +6,8 @@ trains the configured recipe for `--steps` steps under the config's `numerics:` 
 this process before torch is imported) and prints JSON: every step's float32 loss (as hex,
 exact), the sha256 of the saved weights file, and the numerics in force. Two machines that
 print the same JSON computed the same bits. tests/test_numerics.py compares it with
-tests/golden/numerics_fingerprint.json.
+tests/golden/numerics_fingerprint.json. It trains on the CPU; `--device cuda` trains on the
+GPU instead (autograd's step, CUDA's deterministic kernels), and `gpu` names that GPU.
 
     python -m tcrformer.training.fingerprint --config config/config.yaml --products
 
@@ -39,11 +40,11 @@ from tcrformer.core.config import apply_receptor
 
 def fingerprint(
     config: dict[str, Any], steps: int, seed: int | None = None, workers: int = 1,
-    batch_size: int | None = None, hand_written: bool = True,
+    batch_size: int | None = None, hand_written: bool = True, device: str = "cpu",
 ) -> dict[str, Any]:  # fmt: skip
     """Train config's recipe for `steps` steps (torch must not be imported yet)."""
     pinned = pin_from_config(config)
-    return short_run(config, steps, pinned, seed, workers, batch_size, hand_written)
+    return short_run(config, steps, pinned, seed, workers, batch_size, hand_written, device)
 
 
 def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
@@ -58,13 +59,14 @@ def pin_from_config(config: dict[str, Any]) -> numerics.Pinned:
 def short_run(
     config: dict[str, Any], steps: int, pinned: numerics.Pinned, seed: int | None = None,
     workers: int = 1, batch_size: int | None = None, hand_written: bool = True,
+    device: str = "cpu",
 ) -> dict[str, Any]:  # fmt: skip
     """The fingerprint of a process whose numerics are already `pinned`."""
     from tcrformer.training.loop import train
     from tcrformer.training.model import save_model
     from tcrformer.training.recipe import recipe_from_config, with_overrides
 
-    changes: dict[str, Any] = {"steps": steps, "device": "cpu", "log_every": steps}
+    changes: dict[str, Any] = {"steps": steps, "device": device, "log_every": steps}
     if seed is not None:
         changes["seed"] = seed
     if batch_size is not None:
@@ -87,6 +89,7 @@ def short_run(
         "losses_sha256": hashlib.sha256(losses.tobytes()).hexdigest(),
         "weights_sha256": weights_sha256,
         "numerics": numerics.describe(pinned),
+        "gpu": trained.gpu,
     }
 
 
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="the training's processes")
     parser.add_argument("--autograd", action="store_true", help="train with autograd's step")
     parser.add_argument("--batch-size", type=int, help="replace reversal.batch_size")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="train here")
     parser.add_argument("--products", action="store_true", help="the products' fingerprint")
     parser.add_argument("--torch-product", action="store_true", help="torch's own product only")
     args = parser.parse_args(argv)
@@ -194,9 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.products:
             result["products"] = products_fingerprint()
     else:
-        result = fingerprint(
-            config, args.steps, args.seed, args.workers, args.batch_size, not args.autograd
-        )
+        result = fingerprint(config, args.steps, args.seed, args.workers, args.batch_size,
+                             not args.autograd, args.device)  # fmt: skip
     print(json.dumps(result, indent=2))
     return 0
 

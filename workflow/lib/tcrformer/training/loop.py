@@ -9,6 +9,8 @@ Two ways to take it. On the CPU the fast Transformer in fp32 trains with the han
 step (training.step: no autograd, the batch in chunks over `workers` processes, the same bits
 for any number of them). Everything else (a GPU, the reference model, a GRU, bf16,
 torch.compile) trains with autograd in this process; the record says which ran and why.
+On a GPU that is one process on one device, with CUDA's deterministic kernels only
+(core.numerics.deterministic_cuda), and the record names the GPU and its software.
 
 Randomness is seeded from the recipe and saved in every checkpoint: torch's global generator
 (weight init; autograd's dropout), a separate generator for the training batches, the fast
@@ -30,6 +32,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from tcrformer.core import numerics
 from tcrformer.models.transformer import decoder_io, make_masks, token_loss
 from tcrformer.training.checkpoints import (
     CHECKPOINT_FORMAT,
@@ -196,6 +199,7 @@ class Trained:
     grad_norms: Tensor | None = None  # (steps,) the gradient norm before clipping
     recipe: Recipe | None = None  # what was trained (a GRU's width filled in)
     step: str = STEP  # which step trained it: STEP, or why autograd did
+    gpu: dict = field(default_factory=dict)  # core.numerics.describe_gpu of its device
 
 
 def new_run(
@@ -238,6 +242,8 @@ def train(
     run after every step (a progress bar, a live loss curve)."""
     recipe = with_gru_size(recipe)  # a GRU without a width: the Transformer's size
     device = resolve_device(recipe.device, f"{recipe.config_path}.device")
+    if device.type == "cuda":
+        numerics.deterministic_cuda()  # before the model's first CUDA op
     run = new_run(recipe, device, workers, hand_written)
     try:
         trained = _loop(run, checkpoint_dir, on_step, on_loss)
@@ -246,6 +252,7 @@ def train(
     if run.why_autograd:
         LOG.info("%s", run.why_autograd)
     trained.timing["workers"] = run.hand.workers.count if run.hand is not None else 1
+    trained.gpu = numerics.describe_gpu(device)
     if checkpoint_dir is not None:
         discard_checkpoints(checkpoint_dir, trained.recipe)
     return trained

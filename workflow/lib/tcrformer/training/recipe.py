@@ -163,7 +163,7 @@ class Recipe:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Recipe:
-        """The inverse of params() and training_params() (a rule's params, a rank's file)."""
+        """The inverse of params() and training_params() (a rule's params)."""
         _known_fields(params)
         values = {**params}
         if "snapshot_steps" in values:  # a list in JSON and YAML

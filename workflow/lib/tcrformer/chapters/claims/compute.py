@@ -137,7 +137,7 @@ def train_claim_arm(
         snapshot_path(checkpoints, recipe, step).unlink()
     return {
         "history": history,
-        "numerics": numerics,
+        "numerics": {**numerics, "gpu": trained.gpu},
         "timing": {**trained.timing, "trained": recipe.training_params()},
         **evaluated,
     }

@@ -35,9 +35,9 @@ def train_reversal(
 
 def training_record(numerics: dict, trained, recipe: Recipe) -> dict[str, Any]:
     """The numerics a training ran under, with the step that trained it: the hand-written
-    one (its chunks, its workers) or autograd, and why."""
+    one (its chunks, its workers) or autograd, and why; and the GPU it ran on, if any."""
     return {**numerics, "step": trained.step, "chunks": recipe.chunks,
-            "workers": trained.timing["workers"]}  # fmt: skip
+            "workers": trained.timing["workers"], "gpu": trained.gpu}  # fmt: skip
 
 
 def curve_values(recipe: Recipe, losses, values, evaluation) -> dict[str, float]:
