@@ -51,8 +51,8 @@ def test_every_path_a_doc_names_exists(doc):
 
 def test_the_path_check_finds_a_missing_path(tmp_path):
     doc = tmp_path / "doc.md"
-    doc.write_text("See [the map](docs/no_such_map.md) and `config/golden/seed_values.yaml`.")
-    assert named_paths(doc) == ["docs/no_such_map.md", "config/golden/seed_values.yaml"]
+    doc.write_text("See [the map](docs/no_such_map.md) and `config/golden/explainer_values.yaml`.")
+    assert named_paths(doc) == ["docs/no_such_map.md", "config/golden/explainer_values.yaml"]
     assert not (ROOT / "docs/no_such_map.md").exists()
 
 

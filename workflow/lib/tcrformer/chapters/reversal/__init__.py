@@ -1,4 +1,4 @@
-"""Chapter reversal (seed section 10.9): teach the encoder-decoder to read a CDR3 backwards.
+"""Chapter reversal (explainer section 10.9): teach the encoder-decoder to read a CDR3 backwards.
 
     settings.py     the recipes (reversal: the paper's; speedrun) from the `reversal:` section
     compute.py      the rules: train_reversal, evaluate_reversal
