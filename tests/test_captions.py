@@ -157,6 +157,6 @@ def test_a_report_of_another_receptor_describes_that_run(other_run):
         assert not stale, f"a caption of the report says {stale}: {text[:200]}"
     for name, data in files.items():
         if name.endswith(".html") or "golden" in Path(name).name:
-            continue  # the golden check states the seeds' values, the paper's receptor too
+            continue  # the golden check states the explainer's values, the paper's receptor too
         stale = [s for s in STALE if s.encode() in data]
         assert not stale, f"{name} of the report says {stale}"

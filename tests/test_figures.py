@@ -263,13 +263,13 @@ def test_golden_table_escapes_and_groups_by_chapter():
     from tcrformer.plotting.tables import golden_html
 
     report = {
-        "golden_file": "config/golden/seed_values.yaml",
+        "golden_file": "config/golden/explainer_values.yaml",
         "summary": {"PASS": 1, "FAIL": 1},
         "rows": [
             {
                 "chapter": "toy",
                 "key": "toy.x",
-                "seed_value": 0.605,
+                "explainer_value": 0.605,
                 "value": 0.60472,
                 "tolerance": "abs 0.0005",
                 "status": "PASS",
@@ -278,7 +278,7 @@ def test_golden_table_escapes_and_groups_by_chapter():
             {
                 "chapter": "notes",
                 "key": "n.<b>",
-                "seed_value": [1, 2],
+                "explainer_value": [1, 2],
                 "value": None,
                 "tolerance": "exact",
                 "status": "FAIL",

@@ -22,7 +22,7 @@ from conftest import ROOT
 
 
 @pytest.mark.parametrize(
-    ("tolerance", "seed", "inside", "outside"),
+    ("tolerance", "explainer", "inside", "outside"),
     [
         ({"abs": 0.01}, 0.5, 0.5099, 0.5101),
         ({"abs": 0.01}, 0.5, 0.4901, 0.4899),
@@ -35,10 +35,10 @@ from conftest import ROOT
         ("exact-first-1", ["C", "S", "F", "V"], ["C", "A", "G", "L"], ["S", "C", "F", "V"]),
     ],
 )
-def test_tolerance_bites(tolerance, seed, inside, outside):
+def test_tolerance_bites(tolerance, explainer, inside, outside):
     tol = parse_tolerance(tolerance, "test")
-    assert compare(inside, seed, tol)[0] == PASS
-    assert compare(outside, seed, tol)[0] == FAIL
+    assert compare(inside, explainer, tol)[0] == PASS
+    assert compare(outside, explainer, tol)[0] == FAIL
 
 
 def test_exact_treats_int_and_float_alike_but_not_strings():
@@ -103,7 +103,7 @@ def test_golden_file_that_is_not_yaml_names_the_file(tmp_path):
 
 
 def test_project_golden_file_loads_and_names_every_chapter():
-    entries, inputs = load_golden(ROOT / "config/golden/seed_values.yaml")
+    entries, inputs = load_golden(ROOT / "config/golden/explainer_values.yaml")
     assert {e.chapter for e in entries} >= {"toy", "notes", "reversal", "plm"}
     assert inputs["toy"]["toy.sequence"] == "CASSIRSSYEQYF"
 
@@ -121,8 +121,8 @@ def test_markdown_report_has_one_row_per_key_and_no_stray_pipes():
 def golden_with_bands(tmp_path, bands_text: str | None, budget: float = 0.01):
     """A copy of the committed golden file beside a bands file of `bands_text` (None: none)."""
 
-    golden_file = tmp_path / "seed_values.yaml"
-    golden_file.write_text((ROOT / "config/golden/seed_values.yaml").read_text()
+    golden_file = tmp_path / "explainer_values.yaml"
+    golden_file.write_text((ROOT / "config/golden/explainer_values.yaml").read_text()
                            .replace("error_budget: 0.01", f"error_budget: {budget}"))  # fmt: skip
     (tmp_path / "v3").mkdir()
     if bands_text is not None:
@@ -157,7 +157,7 @@ def test_a_bands_file_that_cannot_judge_is_one_line_naming_it(tmp_path, edit, bu
 
 def test_the_committed_bands_judge_both_sides_and_report_printed_values():
 
-    entries, _ = golden.load_golden(ROOT / "config/golden/seed_values.yaml")
+    entries, _ = golden.load_golden(ROOT / "config/golden/explainer_values.yaml")
     by_key = {e.key: e for e in entries}
     late = by_key["reversal.curve.loss_late"].tolerance
     assert late.kind == "ensemble" and late.band.low < late.band.high

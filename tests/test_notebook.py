@@ -149,7 +149,7 @@ def test_the_notebook_runs_for_another_receptor():
     shown = "\n".join(texts(notebook))
     focus = OTHER_PARAMETERS["focus_position"]
     assert f"{receptor[focus - 1]}{focus} puts" in shown
-    assert "inputs differ from the seed's" in shown  # its numbers are not the explainer's
+    assert "inputs differ from the explainer's" in shown  # its numbers are not the explainer's
 
 
 def pipeline_line(receptor: str) -> str:

@@ -147,7 +147,7 @@ def test_paper_values_match_the_golden_file(paper_values):
     """The published numbers, read from the golden file (not typed into the code)."""
     import yaml
 
-    golden_path = ROOT / "config" / "golden" / "seed_values.yaml"
+    golden_path = ROOT / "config" / "golden" / "explainer_values.yaml"
     with open(golden_path, encoding="utf-8") as handle:
         golden = {row["key"]: row for row in yaml.safe_load(handle)["values"]}
     for key, value in paper_values.items():

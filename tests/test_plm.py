@@ -26,7 +26,7 @@ from tcrformer.core.io import ResultFileError
 
 from conftest import OFFLINE, ROOT, default_config, snakemake, write_config
 
-SEED_GOLDEN = ROOT / "config" / "golden" / "seed_values.yaml"
+EXPLAINER_GOLDEN = ROOT / "config" / "golden" / "explainer_values.yaml"
 TINY = {"num_layers": 2, "embed_dim": 32, "attention_heads": 4}
 
 
@@ -87,7 +87,7 @@ def offline_hub(tmp_path, monkeypatch):
 # The chain and the positions -------------------------------------------------------------
 
 
-def test_the_seed_chain_is_131_residues_with_the_cdr3_after_the_v_gene():
+def test_the_explainers_chain_is_131_residues_with_the_cdr3_after_the_v_gene():
     chain = plm_settings(plm_config()).chain
     assert chain.length == 131
     assert chain.sequence[chain.index_of(1)] == "C"
@@ -135,8 +135,8 @@ def test_one_mask_token_replaces_exactly_the_hidden_cdr3_residue(tiny_checkpoint
         assert masked == [len(chain.v_gene_part) + position]  # +1 for <cls>, -1 for 1-based
 
 
-def test_esm2_guesses_match_the_seed_recipe(tiny_checkpoint):
-    """Our batched guesses equal the seed's one-at-a-time code run on the same model."""
+def test_esm2_guesses_match_the_explainers_recipe(tiny_checkpoint):
+    """Our batched guesses equal the explainer's one-at-a-time code run on the same model."""
     model, alphabet = esm2.load_local(tiny_checkpoint)
     chain = plm_settings(plm_config()).chain
     ours = esm2.guesses(model, alphabet, chain, (1, 6), "esm2")
@@ -182,7 +182,7 @@ def test_without_weights_esm2_is_unavailable_and_its_golden_keys_skipped(offline
     values = esm2_values(result)
     assert values["esm2.chain_length"] == 131
     assert not [k for k in values if k.startswith("esm2.p_") or k.startswith("esm2.top")]
-    entries, inputs = load_golden(SEED_GOLDEN)
+    entries, inputs = load_golden(EXPLAINER_GOLDEN)
     rows = {r.key: r for r in check(values, entries, inputs, chapters={"plm"})[0]}
     assert rows["esm2.chain_length"].status == PASS
     for key in ("esm2.p_C_at_cdr3_pos1", "esm2.top4_at_cdr3_pos6"):
@@ -368,8 +368,8 @@ def test_scan_with_both_models_and_the_values_keys(tiny_checkpoint):
     assert values["sceptr.model_variant"] == "SCEPTR_MLM_only"
 
 
-def test_golden_bands_for_sceptr_encode_the_seed_claim():
-    entries, _ = load_golden(SEED_GOLDEN)
+def test_golden_bands_for_sceptr_encode_the_explainers_claim():
+    entries, _ = load_golden(EXPLAINER_GOLDEN)
     bands = {e.key: (e.tolerance.kind, e.tolerance.bound, e.chapter) for e in entries}
     assert bands["sceptr.p_C_at_cdr3_pos1"] == ("min", 0.8, "plm")
     assert bands["sceptr.p_R_at_cdr3_pos6"] == ("max", 0.2, "plm")

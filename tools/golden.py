@@ -46,7 +46,7 @@ from tcrformer.core import golden
 from tcrformer.training import judged
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN_FILE = ROOT / "config/golden/seed_values.yaml"
+GOLDEN_FILE = ROOT / "config/golden/explainer_values.yaml"
 FOLDER = ROOT / "config/golden/v3"
 PREFIX = "reversal"  # the recipe whose runs are judged
 PRINTED_STEPS = (500, 1000, 1500, 2000, 2500, 3000)  # the explainer's printed losses

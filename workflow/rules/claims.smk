@@ -1,4 +1,4 @@
-# Chapter claims (target `claims`, not part of `all`): what the seeds say in prose, tested.
+# Chapter claims (target `claims`, not part of `all`): what the explainer says in prose, tested.
 # Every claim, its experiment and its criterion are in config/claims.yaml, written before the
 # run; the verdicts are computed by code. Each (arm, seed) is its own training job, so the
 # SLURM and GPU profiles fan the chapter out.

@@ -1,7 +1,7 @@
 # Chapter ensemble (target `ensemble`, not part of `all`): the reversal recipe named by
 # `ensemble.recipe`, trained once per seed of `ensemble.seeds`, one job each, by the same
 # loop as the single run; every seed evaluated exactly as the single run is; every
-# stochastic value summarised as a distribution, with the seed document's value placed in it.
+# stochastic value summarised as a distribution, with the explainer's value placed in it.
 # tcrformer.chapters.ensemble: settings, compute.{train,evaluate}_ensemble and
 # ensemble_summary, figure_data (Fig. S3, in figures.smk).
 #

@@ -52,7 +52,7 @@ rule golden_table:
     conda:
         "../../envs/plotting.yaml"
     params:
-        title=f"Golden check of run {RUN}: seed values against regenerated values",
+        title=f"Golden check of run {RUN}: explainer values against regenerated values",
     script:
         "../scripts/golden_table.py"
 

@@ -1,4 +1,4 @@
-# The golden check: regenerated values against the values the seeds print.
+# The golden check: regenerated values against the values the explainer prints.
 # Per chapter (part of each chapter's target) and for the whole run (part of `all`).
 # The report rules never fail, so a report is always there to read; the gate rules
 # fail the run on any FAIL when golden.strict is true.
@@ -102,7 +102,7 @@ register(rules.merge_values)
 register(rules.golden_check)
 
 
-# Wall-clock values the seeds print (report-only) beside this run's: they vary from run to
+# Wall-clock values the explainer prints (report-only) beside this run's: they vary from run to
 # run, so they live in their own clearly named file, outside values.json, the golden
 # reports and the manifest's checksums.
 rule timings:

@@ -1,4 +1,4 @@
-# Chapter notes (seed section 10.1-10.8, page 2 'In code'): the full encoder-decoder in
+# Chapter notes (explainer sections 10.1-10.8, page 2 'In code'): the full encoder-decoder in
 # PyTorch, its positional encoding, parity with PyTorch's modules, where its weights sit.
 # tcrformer.chapters.notes: settings, compute.notes_values, figure_data.
 

@@ -1,4 +1,4 @@
-# Chapter plm (seed section 7): hide one CDR3 residue and let a protein language model guess it.
+# Chapter plm (explainer section 7): hide one CDR3 residue, let a protein language model guess it.
 # ESM-2 reads the TCRbeta chain when its weights can be had (otherwise its result says why
 # not); SCEPTR, whose weights ship in its wheel, reads the paired receptor; the scan hides
 # every CDR3 position in turn with every available model.

@@ -1,4 +1,4 @@
-# Chapter reversal (seed section 10.9): train the study-notes encoder-decoder to reverse
+# Chapter reversal (explainer section 10.9): train the study-notes encoder-decoder to reverse
 # random amino-acid strings, then test it on held-out strings and on the CDR3.
 # A recipe's name is its folder and the prefix of its keys: results/<run>/reversal/ holds
 # the paper's recipe (`reversal:` keys), results/<run>/speedrun/ the time-to-accuracy

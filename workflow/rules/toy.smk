@@ -1,4 +1,4 @@
-# Chapter toy (seed sections 1-6 and 8): the hand-built NumPy Transformer reading one CDR3.
+# Chapter toy (explainer sections 1-6 and 8): the hand-built NumPy Transformer reading one CDR3.
 # tcrformer.chapters.toy: settings, compute.toy_values, figure_data.
 
 

@@ -1,4 +1,4 @@
-"""Rule timings: the seeds' wall-clock values (report-only) beside this run's."""
+"""Rule timings: the explainer's wall-clock values (report-only) beside this run's."""
 
 from tcrformer.core import golden
 from tcrformer.core.io import read_json, write_json, write_text

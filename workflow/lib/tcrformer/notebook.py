@@ -158,7 +158,7 @@ class Session:
         return draw(figure_id, paths, figure.options(self.config))
 
     def beside(self, values: Mapping[str, Any], keys: Iterable[str] | None = None):
-        """Our values beside what the explainer printed (config/golden/seed_values.yaml),
+        """Our values beside what the explainer printed (config/golden/explainer_values.yaml),
         judged by the golden check; a value printed for other inputs (another receptor) is
         SKIPPED with the reason, and a value it never printed says so. A table (pandas
         DataFrame), one row per key, in the order given."""
@@ -184,8 +184,8 @@ class Session:
                 return {"ours": shown(values[key]), "the explainer printed": "",
                         "check": "not printed in the explainer"}  # fmt: skip
             verdict = row.status if not row.reason else f"{row.status}: {row.reason}"
-            return {"ours": shown(row.value),
-                    "the explainer printed": shown(row.seed_value), "check": verdict}  # fmt: skip
+            return {"ours": shown(row.value), "the explainer printed": shown(row.explainer_value),
+                    "check": verdict}  # fmt: skip
 
         return pd.DataFrame([line(key) for key in wanted], index=pd.Index(wanted, name="value"))
 

@@ -1,10 +1,10 @@
-"""The golden check: regenerated values against the values the seeds print.
+"""The golden check: regenerated values against the values the explainer prints.
 
-The golden file (config/golden/seed_values.yaml) lists, for every published number, its
-key, the seed's value, a tolerance and the chapter that produces it. Tolerance kinds:
+The golden file (config/golden/explainer_values.yaml) lists, for every published number, its
+key, the explainer's value, a tolerance and the chapter that produces it. Tolerance kinds:
 
     exact            equal (lists element by element; 1 == 1.0)
-    {abs: x}         |ours - seed| <= x, element by element
+    {abs: x}         |ours - explainer| <= x, element by element
     {min: x}         ours >= x        (a band that encodes a claim, e.g. "above 0.8")
     {max: x}         ours <= x
     exact-first-1    lists whose first element is equal (the rest is shown only)
@@ -15,11 +15,11 @@ key, the seed's value, a tolerance and the chapter that produces it. Tolerance k
                      `error_budget` (golden check v3, config/golden/README.md)
     percentile       a printed trained value, one draw of a distribution: shown (REPORT)
                      with its percentile among the bands file's fitting seeds, and the
-                     seed's own value placed there too
+                     explainer's own value placed there too
 
 A golden key with no regenerated value is a FAIL, unless the chapter says why it could not
 be produced (`<prefix>.unavailable` = reason: SKIPPED) or the run's inputs differ from the
-seed's (`inputs:` in the golden file: SKIPPED, there is nothing to compare against).
+explainer's (`inputs:` in the golden file: SKIPPED, there is nothing to compare against).
 Produced keys with no golden entry are listed as extras.
 """
 
@@ -109,19 +109,19 @@ class GoldenEntry:
     chapter: str
     source: str = ""
     note: str = ""
-    placement: str = ""  # ensemble keys: where the seed's value falls in our distribution
+    placement: str = ""  # ensemble keys: where the explainer's value falls in our distribution
 
 
 @dataclass
 class Row:
     key: str
     chapter: str
-    seed_value: Any
+    explainer_value: Any
     value: Any
     tolerance: str
     status: str
     reason: str = ""
-    placement: str = ""  # ensemble keys: where the seed's value falls among our seeds
+    placement: str = ""  # ensemble keys: where the explainer's value falls among our seeds
 
 
 def parse_tolerance(
@@ -283,18 +283,18 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
+def compare(value: Any, explainer: Any, tolerance: Tolerance) -> tuple[str, str]:
     """(status, reason) for one regenerated value."""
     kind, bound = tolerance.kind, tolerance.bound
     if kind == "report-only":
         return REPORT, "shown, not checked"
     if kind == "exact":
-        return (PASS, "") if _equal(value, seed) else (FAIL, "not equal")
+        return (PASS, "") if _equal(value, explainer) else (FAIL, "not equal")
     if kind == PERCENTILE:
-        return REPORT, tolerance.reference.place(value, seed)
+        return REPORT, tolerance.reference.place(value, explainer)
     if kind == "exact-first-1":
-        ok = isinstance(value, list) and value and isinstance(seed, list) and seed
-        if ok and _equal(value[0], seed[0]):
+        ok = isinstance(value, list) and value and isinstance(explainer, list) and explainer
+        if ok and _equal(value[0], explainer[0]):
             return PASS, ""
         return FAIL, "first element differs"
     values = flatten(value)
@@ -307,9 +307,9 @@ def compare(value: Any, seed: Any, tolerance: Tolerance) -> tuple[str, str]:
         worst = next(v for v in values if not band.holds(v))
         return FAIL, f"{worst:.6g} outside the band of {band.n} seeds"
     if kind == "abs":
-        if not _same_shape(value, seed):
-            return FAIL, "shape differs from the seed's"
-        worst = max(abs(v - s) for v, s in zip(values, flatten(seed), strict=True))
+        if not _same_shape(value, explainer):
+            return FAIL, "shape differs from the explainer's"
+        worst = max(abs(v - s) for v, s in zip(values, flatten(explainer), strict=True))
         return (PASS, f"max abs diff {worst:.3g}") if worst <= bound else (
             FAIL, f"max abs diff {worst:.3g} > {bound:g}"
         )  # fmt: skip
@@ -328,7 +328,7 @@ def _prefixes(key: str) -> list[str]:
 
 
 def inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
-    """A reason if the run's config differs from the seed's published inputs, else ''."""
+    """A reason if the run's config differs from the explainer's published inputs, else ''."""
     from tcrformer.core.config import get
 
     for dotted, published in (inputs.get(chapter) or {}).items():
@@ -337,14 +337,15 @@ def inputs_differ(chapter: str, inputs: Mapping, config: Mapping) -> str:
         except (KeyError, TypeError):
             continue
         if ours != published:
-            return f"inputs differ from the seed's ({dotted} = {ours!r}, seed: {published!r})"
+            theirs = f"({dotted} = {ours!r}, explainer: {published!r})"
+            return f"inputs differ from the explainer's {theirs}"
     return ""
 
 
 def published(
     entries: list[GoldenEntry], inputs: Mapping[str, Mapping], config: Mapping, chapter: str
 ) -> dict[str, Any]:
-    """{key: the seed's value} of a chapter, or {} when the run's inputs differ from the seed's."""
+    """{key: the explainer's value} of a chapter; {} when the run's inputs are not its."""
     if inputs_differ(chapter, inputs, config):
         return {}
     return {e.key: e.value for e in entries if e.chapter == chapter}
@@ -409,7 +410,7 @@ def method_line(method: Mapping) -> str:
     """One paragraph: the false-alarm budget of the trained values and how it is kept."""
     return (
         f"Trained values (`tolerance: ensemble`, golden check v{method.get('version', '?')}): "
-        f"a correct run of the seed's recipe FAILs one of them with probability at most "
+        f"a correct run of the explainer's recipe FAILs one of them with probability at most "
         f"{method['budget']:.3g} (family-wise, the golden file's error_budget; "
         f"{method.get('per_test', 0):.3g} for each of {method.get('tests', '?')} one-sided "
         f"tests). Bands: {method.get('bounds', '?')}."
@@ -462,31 +463,32 @@ def report_markdown(
         "",
         *(f"Numerics of {process}: {one_line(n)}.  " for process, n in (numerics or {}).items()),
         *([method_line(method), ""] if method and method.get("budget") else [""]),
-        "| key | seed value | regenerated | tolerance | status | note |",
+        "| key | explainer value | regenerated | tolerance | status | note |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| `{r.key}` | {short(r.seed_value)} | {short(r.value)} | {r.tolerance} "
+            f"| `{r.key}` | {short(r.explainer_value)} | {short(r.value)} | {r.tolerance} "
             f"| {r.status} | {r.reason} |"
         )
     placed = [r for r in rows if r.placement]
     if placed:
-        lines += ["", "## The seed's own values in our seed ensemble", ""]
+        lines += ["", "## The explainer's own values in our seed ensemble", ""]
         lines += [
-            "A trained value is one draw from a distribution over seeds. The seed's own printed",
+            "A trained value is one draw from a distribution over seeds. The explainer's printed",
             "value is placed among the fitting seeds of the bands file (its provenance says",
-            "which); at an extreme percentile, that is a finding about the seed's run, not a",
+            "which); at an extreme percentile, that is a finding about the explainer's run, not a",
             "FAIL of ours.",
             "",
         ]
         for r in placed:
             finding = (
-                " (**a finding about the seed**)"
+                " (**a finding about the explainer's run**)"
                 if r.placement.startswith(("at percentile 0 ", "at percentile 100 "))
                 else ""
             )
-            lines.append(f"- `{r.key}`: published {short(r.seed_value)} is {r.placement}{finding}")
+            value = short(r.explainer_value)
+            lines.append(f"- `{r.key}`: published {value} is {r.placement}{finding}")
     skipped = [r for r in rows if r.status == SKIPPED]
     if skipped:
         lines += ["", "## Skipped, and why", ""]

@@ -1,5 +1,5 @@
 """The toy model's input: four numbers a chemist would recognise for each amino acid,
-stacked beside sinusoidal position numbers (seed section 2).
+stacked beside sinusoidal position numbers (explainer section 2).
 
 Real models learn their embeddings; the toy one is hand-made so that every number can be
 read: hydropathy (Kyte-Doolittle / 4.5, 2 decimals), charge, polarity and aromaticity. The

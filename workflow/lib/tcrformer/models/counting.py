@@ -1,7 +1,7 @@
 """Where the weights of the encoder-decoder sit: closed-form counts and module counts.
 
 Every linear layer d_in -> d_out holds d_in d_out weights and d_out biases; a LayerNorm
-holds a scale and a shift per feature. From that (seed section 10.8):
+holds a scale and a shift per feature. From that (explainer section 10.8):
 
     attention sub-layer   4 d^2 + 4 d              (W_Q, W_K, W_V, W_O, each d x d + bias)
     feed-forward layer    2 d d_ff + d_ff + d      (d -> d_ff -> d)

@@ -1,6 +1,6 @@
 """The original encoder-decoder Transformer (Vaswani et al., 2017), module by module.
 
-This is the reference implementation of the study notes (seed section 10): Post-LN, ReLU
+This is the reference implementation of the study notes (explainer section 10): Post-LN, ReLU
 feed-forward, sinusoidal positions, written so that each class reads like the sentence of
 the paper it implements. Shapes use B = batch, L = length, h = heads, d = d_model.
 

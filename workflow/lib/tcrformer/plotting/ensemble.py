@@ -22,7 +22,7 @@ def _draw_loss_bands(ax: Axes, bands: pd.DataFrame, published: Mapping[int, floa
     ax.plot(steps, bands["median"], color=LOSS_COLOUR, lw=1.0, label="median over seeds")
     if published:
         at, loss = zip(*sorted(published.items()), strict=True)
-        ax.plot(at, loss, "o", color=style.HIGHLIGHT, ms=5, label="the seed document's losses")
+        ax.plot(at, loss, "o", color=style.HIGHLIGHT, ms=5, label="the explainer's losses")
     ax.set_xlim(0, steps.max())
     ax.set_ylim(0, None)
     ax.set_xlabel("training step")
@@ -37,7 +37,7 @@ def _draw_heldout(ax: Axes, exact: np.ndarray, eval_n: int, published: float | N
     ax.hist(exact, bins=edges, color=LOSS_COLOUR, alpha=0.8, label=f"{exact.size} seeds")
     if published is not None:
         ax.axvline(published, color=style.HIGHLIGHT, ls="--", lw=1.5,
-                   label=f"the seed document: {published:g}")  # fmt: skip
+                   label=f"the explainer: {published:g}")  # fmt: skip
     ax.set_xlabel(f"held-out strings reversed exactly (of {eval_n})")
     ax.set_ylabel("seeds")
     ax.set_title("held-out exact reversals")

@@ -1,4 +1,4 @@
-"""Figures of the study-notes chapter (seed section 10): Figs. 9 and 12, the weight breakdown."""
+"""Figures of the study-notes chapter (explainer section 10): Figs. 9 and 12, the weights."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures of the protein-language-model chapter (seed section 7): Fig. 7 and the CDR3 scan."""
+"""Figures of the protein-language-model chapter (explainer section 7): Fig. 7, the CDR3 scan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures of the reversal chapter (seed section 10.9): Fig. 13, training and cross-attention."""
+"""Figures of the reversal chapter (explainer section 10.9): Fig. 13, training, cross-attention."""
 
 from __future__ import annotations
 

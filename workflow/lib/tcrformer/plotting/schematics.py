@@ -1,4 +1,4 @@
-"""The seed's schematic figures (5, 6, 8, 10, 11) as simple box-and-arrow diagrams.
+"""The explainer's schematic figures (5, 6, 8, 10, 11) as simple box-and-arrow diagrams.
 
 They hold no results: each takes the few sizes it prints (d_model, heads, layers) and the
 sequences it shows, so the labels follow the config.
@@ -178,7 +178,7 @@ def _links(ax: Axes, xs_from, y_from, xs_to, y_to, targets: Sequence[int], colou
 def draw_encoder_decoder(cdr3: str, peptide: str, focus: int) -> Figure:
     """Fig. 6: who may look at whom in an encoder, a decoder, and cross-attention.
 
-    `focus` is the 1-based CDR3 position whose links are drawn (illustrative, as in the seed).
+    `focus` is the 1-based CDR3 position whose links are drawn (illustrative, as in the explainer).
     """
     fig = style.new_figure(12.0, 4.2)
     q = focus - 1

@@ -50,7 +50,7 @@ def _golden_row(row: Mapping) -> str:
         + "".join(
             [
                 _cell(row["key"]),
-                _cell(short(row["seed_value"], 60)),
+                _cell(short(row["explainer_value"], 60)),
                 _cell(short(row["value"], 60)),
                 _cell(row["tolerance"]),
                 _cell(status, style=f"background:{STATUS_COLOURS.get(status, '#fff')}"),
@@ -62,7 +62,7 @@ def _golden_row(row: Mapping) -> str:
 
 
 def golden_html(report: Mapping, title: str) -> str:
-    """The golden report: seed value, regenerated value, tolerance, status; one table a chapter."""
+    """The golden report: the explainer's value, ours, tolerance, status; a table a chapter."""
     summary = report.get("summary", {})
     counts = ", ".join(f"{summary[s]} {s}" for s in STATUS_COLOURS if s in summary)
     body = [
@@ -70,7 +70,7 @@ def golden_html(report: Mapping, title: str) -> str:
         f"<b>{html.escape(counts)}</b>.</p>"
     ]
     chapters = list(dict.fromkeys(row["chapter"] for row in report["rows"]))
-    headers = ("key", "seed value", "regenerated", "tolerance", "status", "note")
+    headers = ("key", "explainer value", "regenerated", "tolerance", "status", "note")
     for chapter in chapters:
         rows = [_golden_row(r) for r in report["rows"] if r["chapter"] == chapter]
         body += [f"<h2>Chapter {html.escape(chapter)}</h2>", _table(headers, rows)]

@@ -1,4 +1,4 @@
-"""Figures of the toy chapter (seed sections 2-5): Figs. 1-4 and the sqrt(d_k) demonstration."""
+"""Figures of the toy chapter (explainer sections 2-5): Figs. 1-4, the sqrt(d_k) demonstration."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Residue-level attribution: does cross-attention point at the residues that matter?
 
-The seed's claim: attention weights show where information flowed, not which residues
+The explainer's claim: attention weights show where information flowed, not which residues
 matter; importance needs ablations. Both are measured here, per target step, over the
 source residues, on a trained encoder-decoder, teacher-forced (decoder_io), in eval mode.
 

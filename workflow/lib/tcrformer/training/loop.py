@@ -1,6 +1,6 @@
 """Train the reversal model: the paper's recipe, seeded, checkpointed, resumable.
 
-One step, as in seed section 10.9:
+One step, as in explainer section 10.9:
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]           teacher forcing, "shifted right"
     loss = CE_smoothed(model(src, tgt_in), tgt_out)      padding ignored
     clip ||grad|| to grad_clip, Adam step, schedule step

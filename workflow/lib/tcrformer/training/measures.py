@@ -1,6 +1,6 @@
 """What is measured on a trained reversal model, each measure defined once.
 
-Exact reversal (seed section 10.9): greedy decoding from <bos>; a string of length L counts
+Exact reversal (explainer section 10.9): greedy decoding from <bos>; a string of length L counts
 when its L letters and the <eos> after them all match the target.
 
 Anti-diagonal: writing the k-th letter of the answer (k = 0..L-1) the decoder should look at

@@ -4,12 +4,12 @@ config section, and the device it runs on.
 A recipe has one name, which is also the folder its results go to and the prefix of its
 keys in values.json. The `reversal:` section holds two:
 
-    reversal   the paper's recipe (seed section 10.9): the `reversal:` keys
+    reversal   the paper's recipe (explainer section 10.9): the `reversal:` keys
     speedrun   a time-to-accuracy recipe: the keys of `reversal.speedrun` laid over those
 
 The ensemble and claims chapters train variants of them (another seed, an arm's changes).
 Every number comes from the config (whose defaults live in the schema); nothing here
-repeats the seed's values. The task and the held-out test are the same for all.
+repeats the explainer's values. The task and the held-out test are the same for all.
 
 A recipe is its name and seed and six frozen records: task, model, optimiser, runtime
 (each of these shapes the bits), host (where it runs and how often it writes) and

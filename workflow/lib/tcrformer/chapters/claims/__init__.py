@@ -1,4 +1,4 @@
-"""Chapter claims: what the seeds say in prose, each claim an experiment with a criterion
+"""Chapter claims: what the explainer says in prose, each claim an experiment with a criterion
 written before the run (config/claims.yaml) and a verdict computed by code (target `claims`).
 
     settings.py     the `claims:` section: seeds, arms (the paper's recipe, changed), claims

@@ -155,7 +155,7 @@ def claims_markdown(table: pd.DataFrame, settings, registration: Mapping[str, An
     (≠ predicted marks a verdict that differs), under the claims file's version."""
     family = int(table["holm"].sum())
     lines = [
-        f"# Claims: what the seeds say, tested (claims version {settings.version})",
+        f"# Claims: what the explainer says, tested (claims version {settings.version})",
         "",
         f"{_seed_counts(table, settings)} Every criterion, its predicted verdict and the "
         "decision code were registered "

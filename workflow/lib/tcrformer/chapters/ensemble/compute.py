@@ -2,8 +2,8 @@
 
 train_ensemble     one seed: exactly the single run of that seed, on one worker
 evaluate_ensemble  one seed, evaluated exactly as the single run is
-ensemble_summary   every stochastic value as a distribution over seeds, the seed
-                   document's value placed in it, the loss bands, every seed's curve and
+ensemble_summary   every stochastic value as a distribution over seeds, the explainer's
+                   value placed in it, the loss bands, every seed's curve and
                    the statistics golden check v3 judges (training.judged)
 """
 
@@ -71,8 +71,8 @@ def ensemble_summary(
     cdr3: str,
     eval_n: int,
 ) -> dict[str, Any]:
-    """`golden` holds the seed document's values of the recipe's chapter ({} when the
-    run's inputs differ from the seed's)."""
+    """`golden` holds the explainer's values of the recipe's chapter ({} when the
+    run's inputs differ from the explainer's)."""
     seeds = distributions.seeds_frame(per_seed)
     keys = [c for c in seeds.columns if c != "seed"]
     published = distributions.published_values(golden, recipe_name, cdr3, keys)

@@ -34,10 +34,10 @@ def seeds_frame(per_seed: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
 def published_values(
     golden: Mapping[str, Any], prefix: str, cdr3: str, keys: Sequence[str]
 ) -> dict[str, Any]:
-    """The seed document's value of each ensemble key, where it printed one.
+    """The explainer's value of each ensemble key, where it printed one.
 
     `golden` holds the golden file's values for the chapter (empty when the run's inputs
-    differ from the seed's). cdr3_correct is 1 when the printed output is the reversal.
+    differ from the explainer's). cdr3_correct is 1 when the printed output is the reversal.
     """
     published = {k: golden[k] for k in keys if isinstance(golden.get(k), int | float)}
     output = golden.get(f"{prefix}.cdr3_output")

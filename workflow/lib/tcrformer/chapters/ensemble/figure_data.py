@@ -24,7 +24,7 @@ class EnsembleFigures:
     loss_bands: pd.DataFrame  # step, min, p5, median, p95, max
     recipe: str
     eval_n: int
-    published_losses: dict[int, float]  # the seed document's {step: loss}, if any
+    published_losses: dict[int, float]  # the explainer's {step: loss}, if any
     published_exact: float | None
 
     @property

@@ -1,4 +1,4 @@
-"""Chapter notes (seed section 10.1-10.8 and page 2's 'In code'): the paper's encoder-decoder
+"""Chapter notes (explainer sections 10.1-10.8 and page 2's 'In code'): the paper's encoder-decoder
 built module by module, its positional encoding, parity with PyTorch's own modules, and
 where its 57 million weights sit.
 

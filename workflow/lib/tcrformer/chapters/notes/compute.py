@@ -1,4 +1,4 @@
-"""Chapter notes (seed section 10.1-10.8 and page 2's 'In code'): every number of it.
+"""Chapter notes (explainer sections 10.1-10.8 and page 2's 'In code'): every number of it.
 
 Each function takes the chapter's settings and returns a flat dict whose keys are the
 golden keys (pe.*, parity.*, params.*, shapes.*, myth.*, page2.*); `notes_values`, the
@@ -90,7 +90,7 @@ def pe_values(notes: Settings) -> dict[str, Any]:
 def layernorm_parity(notes: Settings) -> float:
     """max |our LayerNorm - nn.LayerNorm|, same weights copied in, on a random batch.
 
-    The weights are the modules' own start (scale 1, shift 0), as in the seed: random scales
+    The weights are the modules' own start (scale 1, shift 0), as in the explainer: random scales
     would grow the outputs and with them the float32 rounding gap, not test anything new.
     """
     d, parity = notes.d_model, notes.parity

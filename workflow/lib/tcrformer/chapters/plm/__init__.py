@@ -1,4 +1,5 @@
-"""Chapter plm (seed section 7): hide one CDR3 residue and let a protein language model guess it.
+"""Chapter plm (explainer section 7): hide one CDR3 residue and let a protein language model
+guess it.
 
 Two models read the public GILGFVFTL receptor: ESM-2 (through fair-esm, when its weights can
 be had) reads the whole TCRbeta chain; SCEPTR (weights shipped in its wheel) reads the paired

@@ -1,7 +1,7 @@
 """One model's guess for one hidden CDR3 residue: probabilities over the 20 amino acids.
 
 A language model scores every token of its vocabulary (ESM-2 also scores gaps, X, B, ...).
-As in the seed, the scores of the 20 standard amino acids are taken and turned into
+As in the explainer, the scores of the 20 standard amino acids are taken and turned into
 probabilities with a softmax over those 20 alone, which is the same as renormalizing the
 full softmax over them.
 """

@@ -1,6 +1,6 @@
 """Hide every CDR3 position in turn: how well each model guesses germline vs junctional residues.
 
-The seed's claim, "biology, not failure", says a model should be sure of the residues the V
+The explainer's claim, "biology, not failure", says a model should be sure of the residues the V
 and J genes write and unsure of the ones recombination makes at random. The scan turns it
 into one number per model: the mean p(true residue) over germline-encoded positions minus
 the mean over junctional ones.

@@ -10,7 +10,7 @@ libtcrlm's ConfigReader; tensors only, `weights_only=True`) and calls that head 
 
 Which variant: `SCEPTR_MLM_only` by default, the paired-chain model trained with the
 masked-residue objective alone (no autocontrastive term), so its head is exactly the
-"hide a residue and guess it" game of the seed. The default `SCEPTR` trained the same head
+"hide a residue and guess it" game of the explainer. The default `SCEPTR` trained the same head
 jointly with a contrastive loss; `SCEPTR_finetuned`'s head was not trained further when its
 encoder was fine-tuned. SCEPTR was trained with label smoothing 0.1, so even a certain
 guess stays near p = 0.9.

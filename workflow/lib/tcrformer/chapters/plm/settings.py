@@ -15,7 +15,7 @@ from tcrformer import AMINO_ACIDS
 from tcrformer.core.config import ConfigError
 
 TOP_K = 4
-"""How many best guesses are reported (the seed prints four)."""
+"""How many best guesses are reported (the explainer prints four)."""
 
 
 @dataclass(frozen=True)

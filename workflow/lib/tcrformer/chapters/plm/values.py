@@ -1,6 +1,6 @@
 """The flat values.json of the chapter: the keys the golden check compares.
 
-Keys are built from the configured positions and the true residue there, so the seed's two
+Keys are built from the configured positions and the true residue there, so the explainer's two
 experiments read `esm2.p_C_at_cdr3_pos1` and `esm2.p_R_at_cdr3_pos6`. When ESM-2's weights
 are unavailable, `esm2.unavailable` holds the reason and no ESM-2 probability is written;
 the golden check then reports the missing `esm2.*` keys as SKIPPED with that reason.

@@ -1,4 +1,4 @@
-"""Chapter toy (seed sections 1-6 and 8): a hand-built NumPy Transformer reads one CDR3.
+"""Chapter toy (explainer sections 1-6 and 8): a hand-built NumPy Transformer reads one CDR3.
 
 settings.py     the `toy:` section: the receptor, the positions, four hand-set heads
 compute.py      toy_values: the input, one head step by step, four heads, one block

@@ -1,4 +1,4 @@
-"""Chapter toy: the hand-built Transformer reading one CDR3 (seed sections 1-6 and 8).
+"""Chapter toy: the hand-built Transformer reading one CDR3 (explainer sections 1-6 and 8).
 
 Everything is computed from the chapter's settings: the sequence, the position table, the
 four hand-set heads (given as data), the random weights of the pre-LN block and the
@@ -206,7 +206,7 @@ def toy_values(settings: Settings) -> dict[str, Any]:
         "scaling.max_weight_scaled": float(demo["weights_scaled"].max()),
         "scaling.raw_score_spread": demo["raw_score_spread"],
     }
-    # The four S's of the seed (any residue that occurs more than once, in general):
+    # The four S's of the explainer's receptor (any residue that occurs more than once, in general):
     # identical chemistry before, different context vectors after.
     for i, a in enumerate(sequence):
         if sequence.count(a) > 1:
