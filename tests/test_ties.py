@@ -63,7 +63,7 @@ def test_a_residue_with_a_zero_query_spreads_its_attention_evenly():
     assert values["toy.head1.partner_position"] is None
     assert not [key for key in values if key.startswith("toy.head1.weight_I_to_")]
     title, red = fig3(weights, "CASSIRSSYEQYF", 5)
-    assert title.endswith("spread evenly over all 13 keys, about 8% each") and red == []
+    assert title.endswith("head 1: spread evenly, 8% on every key") and red == []
 
 
 def test_a_row_shared_by_two_equal_keys_names_both_and_paints_neither():
@@ -71,4 +71,4 @@ def test_a_row_shared_by_two_equal_keys_names_both_and_paints_neither():
     values, weights = toy_row("CASRSEEQYF", 4)
     assert values["toy.head1.partner_position"] is None
     title, red = fig3(weights, "CASRSEEQYF", 4)
-    assert "spread evenly over E6, E7, about" in title and red == []
+    assert title.endswith("spread evenly over E6, E7, 41% each") and red == []

@@ -177,11 +177,11 @@ def _share(row: np.ndarray, tied: np.ndarray, labels: Sequence[str]) -> str:
     evenly (`tied`: the row's leaders)."""
     if len(tied) == 1:
         return f"{row[tied[0]]:.0%} on {labels[tied[0]]}"
-    each = f"about {row[tied].mean():.0%} each"
+    share = f"{row[tied].mean():.0%}"
     if len(tied) == len(row):
-        return f"spread evenly over all {len(row)} keys, {each}"
+        return f"spread evenly, {share} on every key"
     keys = ", ".join(labels[i] for i in tied) if len(tied) <= 4 else f"{len(tied)} keys"
-    return f"spread evenly over {keys}, {each}"
+    return f"spread evenly over {keys}, {share} each"
 
 
 def draw_heads(maps: np.ndarray, sequence: str, head_names: Sequence[str]) -> Figure:
