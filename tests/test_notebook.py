@@ -2,16 +2,20 @@
 explainer's receptor and for another one, and shows the receptor it was given.
 
 It is executed as a student would run it (nbclient, a fresh kernel, every cell in order), with
-papermill's convention for parameters: a cell after the one tagged `parameters` sets them. A
-cell that raises fails the test. The committed notebook carries no outputs (nbstripout).
+papermill's convention for parameters: a cell after the one tagged `parameters` sets them; for
+another receptor, by papermill itself, with the command docs/usage.md gives. A cell that raises
+fails the test. The committed notebook carries no outputs (nbstripout).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -22,15 +26,15 @@ from conftest import OTHER_EXAMPLE, ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "walkthrough.ipynb"
 OTHER = yaml.safe_load(OTHER_EXAMPLE.read_text())
-# Another receptor, its focus residue and its germline-encoded ends, as the example config
-# gives them, and a shorter training (the default receptor's run trains the whole speedrun).
+# Another receptor, its focus residue, genes and germline-encoded ends, as the example config
+# gives them.
 OTHER_PARAMETERS = {
     "receptor": OTHER["receptor"]["cdr3b"],
     "focus_position": OTHER["toy"]["focus_position"],
-    "genes": (OTHER["receptor"]["trbv"], OTHER["receptor"]["trbj"]),
-    "germline": (OTHER["plm"]["germline"]["v_cdr3"], OTHER["plm"]["germline"]["j_cdr3"]),
-    "training_steps": 150,
+    "genes": [OTHER["receptor"]["trbv"], OTHER["receptor"]["trbj"]],
+    "germline": [OTHER["plm"]["germline"]["v_cdr3"], OTHER["plm"]["germline"]["j_cdr3"]],
 }
+USAGE = ROOT / "docs" / "usage.md"
 
 
 def with_parameters(notebook, parameters: dict):
@@ -141,10 +145,37 @@ def test_the_notebook_runs_for_the_explainers_receptor():
     assert drawn >= 15 and images(notebook) == drawn + 1
 
 
+def papermill_command() -> list[str]:
+    """docs/usage.md's papermill command for another receptor, as its arguments."""
+    blocks = re.findall(r"```bash\n(.*?)```", USAGE.read_text(), flags=re.S)
+    (block,) = [b for b in blocks if "papermill" in b]
+    return shlex.split(block.replace("\\\n", " ").split("&&")[-1])
+
+
+def injected(notebook) -> dict:
+    """The parameters papermill set: its cell tagged `injected-parameters`, run."""
+    (cell,) = [c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    parameters = {}
+    exec(cell.source, {}, parameters)  # noqa: S102 (the cell papermill wrote)
+    return parameters
+
+
 @pytest.mark.slow
-def test_the_notebook_runs_for_another_receptor():
+def test_papermill_runs_the_notebook_for_another_receptor(tmp_path):
+    """docs/usage.md's command, with a shorter training (150 steps): papermill sets the example
+    receptor's parameters and runs every cell, and the notebook it writes shows that receptor."""
+    program, source, output, *parameters = papermill_command()
+    assert (program, source) == (".venv/bin/papermill", "notebooks/walkthrough.ipynb")
+    written = tmp_path / Path(output).name
+    command = [sys.executable, "-m", "papermill", source, str(written), *parameters]
+    done = subprocess.run(
+        [*command, "-p", "training_steps", "150"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    notebook = nbformat.read(written, as_version=4)
+    assert injected(notebook) == {**OTHER_PARAMETERS, "training_steps": 150}
     receptor = OTHER_PARAMETERS["receptor"]
-    notebook = execute(OTHER_PARAMETERS)
     receptor_shown(notebook, receptor)
     shown = "\n".join(texts(notebook))
     focus = OTHER_PARAMETERS["focus_position"]
@@ -244,3 +275,25 @@ def test_the_readme_opens_the_notebook():
     readme = (ROOT / "README.md").read_text()
     command = json.dumps("notebooks/walkthrough.ipynb")[1:-1]
     assert f"jupyter lab {command}" in readme and "locks/notebook.txt" in readme
+
+
+BUILD = "nbconvert --execute --to html notebooks/walkthrough.ipynb --output-dir results/notebook"
+
+
+def test_ci_executes_the_notebook_into_a_page_and_publishes_it():
+    """GitHub's job `notebook` and .ci/run build the page from the stripped source with the
+    notebook lock; the page is uploaded for GitHub Pages and deployed from main, and the
+    README links the section that says where it is."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/main.yml").read_text())
+    steps = workflow["jobs"]["notebook"]["steps"]
+    runs = " ".join(" ".join(step.get("run", "").split()) for step in steps)
+    assert "pip install -r locks/notebook.txt" in runs and BUILD in runs
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact")]
+    assert upload["with"]["path"] == "results/notebook"
+    pages = workflow["jobs"]["pages"]
+    assert pages["needs"] == "notebook" and "refs/heads/main" in pages["if"]
+    assert [s["uses"].split("@")[0] for s in pages["steps"]] == ["actions/deploy-pages"]
+    ci = " ".join((ROOT / ".ci/run").read_text().replace("\\\n", " ").split())
+    assert "install -q -r locks/notebook.txt" in ci and BUILD in ci
+    assert "(docs/usage.md#the-notebook)" in (ROOT / "README.md").read_text()
+    assert "walkthrough.html" in USAGE.read_text()

@@ -9,6 +9,7 @@ import copy
 import json
 import pathlib
 import re
+import sys
 import urllib.error
 
 import esm
@@ -193,6 +194,42 @@ def test_download_switched_off_says_so(offline_hub):
     result = chapter.esm2_result(plm_settings(plm_config(download=False)))
     assert "plm.esm2.download is false" in result["reason"]
     assert not (offline_hub / "hub" / "checkpoints" / "esm2_t12_35M_UR50D.pt").exists()
+
+
+class Stderr:
+    """A stand-in for sys.stderr that is, or is not, a terminal."""
+
+    def __init__(self, terminal: bool):
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+@pytest.mark.parametrize(
+    "terminal, kernel, shown",
+    [(False, False, False), (True, False, True), (False, True, True)],
+    ids=["pipeline job", "terminal", "notebook kernel"],
+)
+def test_the_download_shows_progress_only_where_someone_watches(
+    terminal, kernel, shown, tmp_path, monkeypatch
+):
+    """torch's progress bar for a terminal or a notebook, never in a pipeline job's stderr."""
+    asked = []
+
+    def download(url, dst, *args, progress=True, **kwargs):
+        asked.append(progress)
+        pathlib.Path(dst).write_bytes(b"weights")
+
+    shell = argparse.Namespace(kernel=object()) if kernel else None
+    monkeypatch.setattr(torch.hub, "download_url_to_file", download)
+    monkeypatch.setattr("sys.stderr", Stderr(terminal))
+    monkeypatch.setitem(sys.modules, "IPython", argparse.Namespace(get_ipython=lambda: shell))
+    esm2.download("esm2_t12_35M_UR50D", tmp_path / "esm2_t12_35M_UR50D.pt")
+    assert asked == [shown, shown]  # the weights and their contact regression
 
 
 def test_required_esm2_without_weights_is_an_error_naming_the_key(offline_hub):

@@ -18,6 +18,24 @@ def softmax(scores: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
+TIE_MARGIN = 0.1
+"""How far, in scaled score, a row's top key must lead every other key to be its clear winner.
+
+Softmax weights stand in the ratio exp(score_i - score_j), so the margin is a ratio of weights,
+the same for a row of any length: a top weight less than e^0.1 (about 1.1) times the runner-up's
+is a tie, a bar under a tenth taller than the next. Any positive margin catches an exact tie (a
+uniform row: every score equal); a clear winner of the toy heads leads by far more (the
+arginine's glutamate gets 17 times the weight of any other key)."""
+
+
+def leaders(row: np.ndarray, margin: float = TIE_MARGIN) -> np.ndarray:
+    """0-based positions of the keys tied for a row's largest weight: within a factor e^-margin
+    of it. One position is a clear winner; several share the row's attention; all of them mean
+    it is spread evenly."""
+    row = np.asarray(row, dtype=float)
+    return np.flatnonzero(row >= row.max() * np.exp(-margin))
+
+
 def attention_scores(queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """(n, n) raw dot products q_i . k_j, before scaling."""
     return queries @ keys.T

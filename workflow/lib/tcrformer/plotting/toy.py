@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from tcrformer.models.attention import leaders
 from tcrformer.models.chemistry import CHEMISTRY_FEATURES
 from tcrformer.plotting import style
 
@@ -147,11 +148,15 @@ def _axis_name(dim: int, feature: str) -> str:
     return f"head 1, dimension {dim}" + (f" (from {feature})" if feature else "")
 
 
-def draw_attention_row(weights: np.ndarray, sequence: str, focus: int, partner: int) -> Figure:
-    """Fig. 3: the focus residue's attention row as bars, its partner highlighted (1-based)."""
+def draw_attention_row(weights: np.ndarray, sequence: str, focus: int) -> Figure:
+    """Fig. 3: the focus residue's (1-based) attention row as bars. A clear winner, its partner,
+    is red and named in the title; when the largest weights are tied (models.attention.leaders),
+    no bar is red and the title says over which keys the attention is spread evenly."""
     row = weights[focus - 1]
+    tied = leaders(row)
     colours = [style.MUTED] * len(sequence)
-    colours[partner - 1] = style.HIGHLIGHT
+    if len(tied) == 1:
+        colours[tied[0]] = style.HIGHLIGHT
     colours[focus - 1] = style.residue_colour(sequence[focus - 1])
     fig = style.new_figure(7.0, 3.6)
     ax = fig.add_subplot()
@@ -162,11 +167,21 @@ def draw_attention_row(weights: np.ndarray, sequence: str, focus: int, partner: 
     ax.set_xlabel("key residue (attended to)")
     ax.set_ylabel("attention weight (fraction, row sums to 1)")
     labels = style.residue_labels(sequence)
-    ax.set_title(
-        f"Fig. 3  {labels[focus - 1]}'s row of attention in head 1: "
-        f"{row[partner - 1]:.0%} on {labels[partner - 1]}"
-    )
+    share = _share(row, tied, labels)
+    ax.set_title(f"Fig. 3  {labels[focus - 1]}'s row of attention in head 1: {share}")
     return fig
+
+
+def _share(row: np.ndarray, tied: np.ndarray, labels: Sequence[str]) -> str:
+    """Where a row's attention goes, in words: its clear winner, or the keys it is spread over
+    evenly (`tied`: the row's leaders)."""
+    if len(tied) == 1:
+        return f"{row[tied[0]]:.0%} on {labels[tied[0]]}"
+    share = f"{row[tied].mean():.0%}"
+    if len(tied) == len(row):
+        return f"spread evenly, {share} on every key"
+    keys = ", ".join(labels[i] for i in tied) if len(tied) <= 4 else f"{len(tied)} keys"
+    return f"spread evenly over {keys}, {share} each"
 
 
 def draw_heads(maps: np.ndarray, sequence: str, head_names: Sequence[str]) -> Figure:
@@ -229,8 +244,7 @@ def fig02_head_plane(data) -> Figure:
 
 
 def fig03_attention_row(data) -> Figure:
-    weights = data.attention_weights[0]
-    return draw_attention_row(weights, data.sequence, data.focus_position, data.partner_position)
+    return draw_attention_row(data.attention_weights[0], data.sequence, data.focus_position)
 
 
 def fig04_heads(data) -> Figure:

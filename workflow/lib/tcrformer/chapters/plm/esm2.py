@@ -10,7 +10,8 @@ Where the weights come from:
   (fair-esm reads `<name>-contact-regression.pt` beside it; the name must start with `esm2`).
 - unset: the torch hub cache, `<torch hub dir>/checkpoints/<model>.pt`, where fair-esm's own
   `esm.pretrained.<model>()` keeps them. Missing files are downloaded from fair-esm's URLs
-  into that cache first, then loaded like a local file. fair-esm's hub loader is not used
+  into that cache first (with torch's progress bar in a terminal or a notebook, none in a
+  pipeline job's log), then loaded like a local file. fair-esm's hub loader is not used
   because it unpickles through `torch.hub.load_state_dict_from_url`, whose `weights_only`
   defaults to False. When the download fails (offline) or `plm.esm2.download` is false,
   `Esm2Unavailable` carries the reason.
@@ -22,6 +23,7 @@ import argparse
 import contextlib
 import logging
 import socket
+import sys
 from pathlib import Path
 
 from tcrformer import AMINO_ACIDS
@@ -125,13 +127,25 @@ def download(model: str, checkpoint: Path) -> None:
         log.info("downloading %s to %s", url, path)
         try:
             with _socket_timeout(DOWNLOAD_TIMEOUT_S):
-                torch.hub.download_url_to_file(url, str(path), progress=False)
+                torch.hub.download_url_to_file(url, str(path), progress=watched())
         except (OSError, RuntimeError, ValueError) as err:
             raise Esm2Unavailable(
                 f"no ESM-2 weights: plm.esm2.checkpoint is not set, {path.name} is not in the "
                 f"torch hub cache, and the download failed ({_why(err)}); "
                 "see docs/esm2-weights.md"
             ) from None
+
+
+def watched() -> bool:
+    """Whether someone watches a download, and torch's progress bar should show: stderr is a
+    terminal, or this is a Jupyter kernel (its stderr, no terminal, shows the bar in the
+    notebook). A pipeline job writes its log through its own handler, never the bar; under a
+    batch system its stderr is a file, and no bar is drawn there either."""
+    if sys.stderr is not None and sys.stderr.isatty():
+        return True
+    ipython = sys.modules.get("IPython")  # loaded in a notebook's kernel, never by a rule
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from tcrformer.chapters.toy import figure_data
 from tcrformer.chapters.toy.settings import D_K, Settings
 from tcrformer.models.attention import (
     attention_scores,
+    leaders,
     multi_head_attention,
     pre_ln_block,
     scaled_dot_product_attention,
@@ -167,7 +168,8 @@ def toy_values(settings: Settings) -> dict[str, Any]:
     w_q, w_k, w_v = heads[0]
     raw = attention_scores(x @ w_q, x @ w_k)
     z, weights_1 = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
-    partner = int(np.argmax(weights_1[focus]))
+    tied = leaders(weights_1[focus])
+    partner = int(tied[0]) if len(tied) == 1 else None  # none when the row is a tie
 
     # All heads with W_O = identity: the context vector of every residue.
     context, maps = multi_head_attention(x, heads, np.eye(len(heads) * D_K, d))
@@ -189,10 +191,9 @@ def toy_values(settings: Settings) -> dict[str, Any]:
         f"toy.head1.raw_scores_{residue}": raw[focus],
         f"toy.head1.scaled_scores_{residue}": raw[focus] / np.sqrt(D_K),
         f"toy.head1.weights_{residue}": weights_1[focus],
-        f"toy.head1.weight_{residue}_to_{sequence[partner]}": weights_1[focus, partner],
         f"toy.head1.z_{residue}": z[focus],
         "toy.head1.focus_position": focus + 1,
-        "toy.head1.partner_position": partner + 1,
+        "toy.head1.partner_position": None if partner is None else partner + 1,
         "toy.block.output_shape": list(y.shape),
         "toy.block.attention_params": counts["attention"],
         "toy.block.ffn_params": counts["ffn"],
@@ -206,6 +207,8 @@ def toy_values(settings: Settings) -> dict[str, Any]:
         "scaling.max_weight_scaled": float(demo["weights_scaled"].max()),
         "scaling.raw_score_spread": demo["raw_score_spread"],
     }
+    if partner is not None:
+        values[f"toy.head1.weight_{residue}_to_{sequence[partner]}"] = weights_1[focus, partner]
     # The four S's of the explainer's receptor (any residue that occurs more than once, in general):
     # identical chemistry before, different context vectors after.
     for i, a in enumerate(sequence):
@@ -223,5 +226,5 @@ def toy_values(settings: Settings) -> dict[str, Any]:
         "scaling_raw_scores": demo["raw_scores"],
         "scaling_weights_unscaled": demo["weights_unscaled"],
         "scaling_weights_scaled": demo["weights_scaled"],
-        "figure_data": figure_data.toy_labels(settings, names, partner + 1),
+        "figure_data": figure_data.toy_labels(settings, names),
     }

@@ -28,7 +28,6 @@ class ToyFigures:
     sequence: str
     columns: list[str]  # names of the columns of X
     focus_position: int  # 1-based: the residue whose head-1 row is drawn
-    partner_position: int  # 1-based: where that row puts most weight
     head_names: list[str]
     head1_dimensions: list[str]  # the feature feeding each of head 1's query columns, or ""
     scaling_d_k: int
@@ -41,7 +40,7 @@ class ToyFigures:
     scaling_weights_scaled: np.ndarray
 
 
-def toy_labels(settings, columns: list[str], partner_position: int) -> dict:
+def toy_labels(settings, columns: list[str]) -> dict:
     """The figures' labels and scalars (the arrays are toy_values' other outputs)."""
     query = settings.heads[0].Q
     dimensions = ["", ""]  # a rotation query has no single feature per column
@@ -52,7 +51,6 @@ def toy_labels(settings, columns: list[str], partner_position: int) -> dict:
         "sequence": settings.sequence,
         "columns": columns,
         "focus_position": settings.focus_position,
-        "partner_position": partner_position,
         "head_names": [head.name for head in settings.heads],
         "head1_dimensions": dimensions,
         "scaling_d_k": settings.scaling.d_k,
