@@ -190,13 +190,13 @@ def other_run(tmp_path_factory) -> Path:
 
 
 def default_config(receptor: bool = True) -> dict:
-    """The workflow's config: config/config.yaml, then config/claims.yaml (as the Snakefile),
-    with the chapters' null receptor keys filled from the receptor block (receptor=False:
-    as the files have them, for a test that changes the receptor)."""
+    """The workflow's config: config/config.yaml, then workflow/claims/config/claims.yaml (as
+    the Snakefile), with the chapters' null receptor keys filled from the receptor block
+    (receptor=False: as the files have them, for a test that changes the receptor)."""
     from tcrformer.core.config import apply_receptor
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config = {**config, **yaml.safe_load((ROOT / "config" / "claims.yaml").read_text())}
+    config = {**config, **yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())}
     return apply_receptor(config) if receptor else config
 
 

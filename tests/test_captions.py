@@ -52,10 +52,13 @@ def merged(base: dict, overrides: dict) -> dict:
 
 
 def default_run_config() -> dict:
-    """config/config.yaml with config/claims.yaml, and two runs named for the compare rules
-    (they exist, and their captions render, only when `compare` names two runs)."""
+    """config/config.yaml with workflow/claims/config/claims.yaml, and two runs named for the
+    compare rules (they exist, and their captions render, only when `compare` names two
+    runs)."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config = merged(config, yaml.safe_load((ROOT / "config" / "claims.yaml").read_text()))
+    config = merged(
+        config, yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())
+    )
     return merged(config, {"compare": ["paper", "alt"]})
 
 

@@ -16,17 +16,26 @@ import pytest
 import torch
 import yaml
 
-from tcrformer.chapters.claims import exact, protocol, verdicts
+from tcrformer.chapters.claims import protocol, verdicts
 from tcrformer.chapters.claims.compute import (
+    DECISION_CODE,
     claims_register,
-    decision_code_digest,
+    decision_code_sha256,
     finite_or_none,
 )
 from tcrformer.chapters.claims.kinds import KINDS, TESTS
 from tcrformer.chapters.claims.metrics import stepped
 from tcrformer.chapters.claims.settings import Settings
-from tcrformer.chapters.claims.summary import CHANGED, CODE_CHANGED, registration_mark
+from tcrformer.chapters.claims.summary import (
+    CHANGED,
+    CODE_CHANGED,
+    code_checked,
+    registration_mark,
+)
 from tcrformer.core.config import ConfigError
+from tcrformer.core.manifest import code_digest
+from tcrformer.stats.holm import holm, holm_levels
+from tcrformer.stats.sign_flip import sign_flip_p
 from tcrformer.training import measures
 from tcrformer.training.data import random_batch
 from tcrformer.training.loop import new_run
@@ -36,7 +45,7 @@ from tcrformer.training.schedule import NoamSchedule, schedule_for
 from conftest import ROOT, default_config, snakemake, write_config
 
 torch.set_num_threads(1)
-CLAIMS = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
+CLAIMS = yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())
 CONFIG = {**default_config(), **CLAIMS}
 SETTINGS = Settings.from_config(CONFIG)
 
@@ -119,7 +128,7 @@ def test_the_interval_is_the_test_inverted():
     found = protocol.effect("seed_mean", [d], 0.0, "greater")
 
     def p(m):
-        return min(exact.sign_flip_p(d, m, "greater"), exact.sign_flip_p(d, m, "less"))
+        return min(sign_flip_p(d, m, "greater"), sign_flip_p(d, m, "less"))
 
     for m in (found.low - 1e-6, found.high + 1e-6):
         assert p(m) <= 0.025
@@ -174,11 +183,11 @@ def test_pairing_sees_what_the_seeds_share():
 
 def test_holm_steps_down_and_stops_at_the_first_failure():
     # sorted 0.005 <= 0.05/4, 0.01 <= 0.05/3, then 0.03 > 0.05/2: stop
-    assert protocol.holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
-    assert protocol.holm([0.02, 0.02], 0.05) == [True, True]
-    assert protocol.holm([0.03, 0.2], 0.05) == [False, False]
+    assert holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm([0.02, 0.02], 0.05) == [True, True]
+    assert holm([0.03, 0.2], 0.05) == [False, False]
     # after the stop every claim keeps the stopping level (0.05/2, not 0.05 for the last)
-    assert protocol.holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
+    assert holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
         [0.05 / 3, 0.05 / 2, 0.05 / 2, 0.05 / 4]
     )
 
@@ -396,7 +405,7 @@ def test_each_benchmarked_claim_is_a_job_of_its_own(workflow_copy):
     second = {**next(c for c in listed if c["id"] == "rnn_slow"), "id": "rnn_slow_attention"}
     second["test"] = {**second["test"], "reference": "deep_pre"}
     extra = write_config(workflow_copy / "second.yaml", {"claims": {"list": [*listed, second]}})
-    reduced = str(workflow_copy / "config/claims_reduced.yaml")
+    reduced = str(workflow_copy / "workflow/claims/config/claims_reduced.yaml")
     plan = snakemake(workflow_copy, "claims", "--configfile", reduced, str(extra), "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     jobs = re.findall(r"claims/benchmarks/(\w+)\.json", plan.stdout)
@@ -439,8 +448,8 @@ def test_a_check_holds_only_when_every_seed_does():
 
 def test_a_claim_or_its_code_changed_after_registration_is_marked():
     claim, arms = SETTINGS.claims[0], SETTINGS.arms
-    code, context = {claim.id: "abc"}, SETTINGS.decision_context(claim)
-    registration = {"claims": SETTINGS.registration(), "decision_code": code}
+    code, context = "abc", SETTINGS.decision_context(claim)
+    registration = {"claims": SETTINGS.registration(), "decision_code_sha256": code}
     assert registration_mark(claim, registration, arms, code, context) == "as registered"
     for key, value in (
         ("alpha", 0.1),
@@ -450,7 +459,7 @@ def test_a_claim_or_its_code_changed_after_registration_is_marked():
     ):  # the run's settings decide it too
         moved = {**context, key: value}
         assert registration_mark(claim, registration, arms, code, moved) == CHANGED, key
-    registration = {"claims": {claim.id: claim.digest(arms)}, "decision_code": code}
+    registration = {"claims": {claim.id: claim.digest(arms)}, "decision_code_sha256": code}
     moved = replace(claim, test={**claim.test, "margin": 0.1})  # a criterion moved
     assert registration_mark(moved, registration, arms, code) == CHANGED
     unchecked = replace(claim, precondition=())  # its manipulation check dropped
@@ -461,42 +470,71 @@ def test_a_claim_or_its_code_changed_after_registration_is_marked():
     assert registration_mark(claim, registration, retrained, code) == CHANGED
     reseeded = {name: r.replace(seed=5) for name, r in arms.items()}  # a seed is no change
     assert registration_mark(claim, registration, reseeded, code) == "as registered"
-    edited = {claim.id: "abd"}  # the code that decides it edited
-    assert registration_mark(claim, registration, arms, edited) == CODE_CHANGED
-    by_file = {**registration, "decision_code": {"chapters/claims/protocol.py": "abc"}}  # v3's
-    assert registration_mark(claim, by_file, arms, code) == CODE_CHANGED
+    assert registration_mark(claim, registration, arms, "abd") == CODE_CHANGED  # code edited
+    assert code_checked(registration)
 
 
-def test_the_registration_fixes_the_code_that_decides_each_claim():
-    digest = decision_code_digest(SETTINGS)
-    assert set(digest) == {c.id for c in SETTINGS.claims}
-    assert all(len(v) == 64 for v in digest.values())
+@pytest.mark.parametrize(
+    "decision_code",
+    [{"dropout": "function by function"}, {"chapters/claims/protocol.py": "file by file"}],
+)
+def test_a_registration_of_code_in_another_form_is_said_once_and_marks_nothing(decision_code):
+    """A registration that fixed its decision code otherwise than by the file digest (by
+    function, or by file under other names) cannot be checked: the table says so in one
+    line, and marks no row for code."""
+    claim = SETTINGS.claims[0]
+    registration = {"claims": SETTINGS.registration(), "decision_code": decision_code}
+    context = SETTINGS.decision_context(claim)
+    assert registration_mark(claim, registration, SETTINGS.arms, "abc", context) == (
+        "as registered"
+    )
+    assert not code_checked(registration)
+    assert code_checked({"claims": {}}) and code_checked({"decision_code_sha256": "abc"})
+
+
+def test_the_registration_freezes_the_files_of_the_decision_code():
     registered = claims_register(SETTINGS, "sha", "commit")["registration"]
-    assert registered["decision_code"] == digest
-    assert set(registered["environment"]) >= {"python", "numpy", "scipy", "torch"}
+    assert registered["decision_code_files"] == list(DECISION_CODE)
+    assert registered["decision_code_sha256"] == decision_code_sha256()
+    assert registered["decision_code_sha256"] == code_digest(*DECISION_CODE)
 
 
-def test_editing_one_metric_marks_only_the_claims_that_read_it(monkeypatch):
-    from tcrformer.chapters.claims import metrics
+def test_the_code_digest_sees_every_file_of_its_parts_and_nothing_else(tmp_path):
+    """An edit, a new file and a rename under a frozen part change the digest; a file
+    outside the parts, and the bytecode cache, do not."""
+    import shutil
 
-    before = decision_code_digest(SETTINGS)
-    beam = metrics.METRICS["beam_net_wins"]
-    monkeypatch.setitem(metrics.METRICS, "beam_net_wins",
-                        metrics.Metric(metrics.has_room, beam.extra))  # fmt: skip
-    after = decision_code_digest(SETTINGS)
-    changed = {c for c in before if before[c] != after[c]}
-    readers = {c.id for c in SETTINGS.claims if "beam_net_wins" in c.metrics()}
-    assert changed == readers == {"beam_search"}
+    from tcrformer.core.manifest import LIBRARY
+
+    root = tmp_path / "tcrformer"
+    shutil.copytree(LIBRARY, root, ignore=shutil.ignore_patterns("__pycache__"))
+    digest = lambda: code_digest(*DECISION_CODE, root=root)  # noqa: E731
+    before = digest()
+    assert before == decision_code_sha256()  # the same files, named alike: the same digest
+    (root / "plotting/claims.py").write_text("# drawn otherwise\n", encoding="utf-8")
+    (root / "stats/__pycache__").mkdir()
+    (root / "stats/__pycache__/holm.cpython-311.pyc").write_bytes(b"cache")
+    assert digest() == before
+    metrics_file = root / "chapters/claims/metrics.py"
+    metrics_file.write_text(metrics_file.read_text() + "\n", encoding="utf-8")
+    edited = digest()
+    assert edited != before
+    (root / "stats/extra.py").write_text("", encoding="utf-8")
+    added = digest()
+    assert added != edited
+    (root / "stats/extra.py").rename(root / "stats/other.py")
+    assert digest() != added
 
 
-def test_the_power_plan_is_what_the_v2_archive_gives():
-    """config/claims_power.yaml is computed from the archived v2 run, never typed; and the
-    plan asks more seeds of a noisier effect, and at least the feasible count of any."""
+def test_the_power_plan_is_what_the_pilot_archive_gives():
+    """The power plan (workflow/claims/config/claims_power.yaml) is computed from the archived
+    pilot run, never typed; and the plan asks more seeds of a noisier effect, and at least
+    the feasible count of any."""
     from tools import claims_power as power
 
-    committed = yaml.safe_load((ROOT / "config/claims_power.yaml").read_text())
-    v2 = power.v2_metrics(ROOT / "results/archive/claims_v2.tar.gz")
-    again = power.plan(CLAIMS["claims"]["list"], v2, CLAIMS["claims"]["alpha"])
+    committed = yaml.safe_load((ROOT / "workflow/claims/config/claims_power.yaml").read_text())
+    pilot = power.pilot_metrics(ROOT / "results/archive/claims_v2.tar.gz")
+    again = power.plan(CLAIMS["claims"]["list"], pilot, CLAIMS["claims"]["alpha"])
     assert {k: r["seeds"] for k, r in again["claims"].items()} == {
         k: r["seeds"] for k, r in committed["claims"].items()
     }
@@ -633,7 +671,7 @@ def test_the_bad_batch_response_is_measured():
 
 @pytest.mark.slow
 def test_the_reduced_run_gives_every_claim_a_row_a_figure_and_a_verdict(workflow_copy):
-    reduced = str(workflow_copy / "config/claims_reduced.yaml")
+    reduced = str(workflow_copy / "workflow/claims/config/claims_reduced.yaml")
     done = snakemake(workflow_copy, "claims", "--configfile", reduced, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = workflow_copy / "results/claims_reduced"
@@ -754,7 +792,7 @@ def test_a_restored_job_is_done_for_the_resumed_run(workflow_copy, tmp_path):
     archive.save_finished("claims_reduced", packed, root=workflow_copy)
     shutil.rmtree(workflow_copy / "results")
     archive.restore_finished(packed, root=workflow_copy)
-    reduced = str(workflow_copy / "config/claims_reduced.yaml")
+    reduced = str(workflow_copy / "workflow/claims/config/claims_reduced.yaml")
     plan = snakemake(workflow_copy, "claims", "--configfile", reduced, "-n",
                      *archive.RESUME.split())  # fmt: skip
     assert plan.returncode == 0, plan.stderr[-2000:]
@@ -816,7 +854,7 @@ def test_the_verdicts_that_changed_are_listed_with_their_revision(tmp_path, monk
 
 DOCUMENTED_CHANGES = [  # (before, after, the later version's claims file)
     ("claims_v2.tar.gz", "claims_v3.tar.gz", "results/archive/claims_v3.yaml"),
-    ("claims_v3.tar.gz", "claims_v4.tar.gz", "config/claims.yaml"),
+    ("claims_v3.tar.gz", "claims_v4.tar.gz", "workflow/claims/config/claims.yaml"),
 ]
 
 

@@ -101,7 +101,7 @@ def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_b
 
     from conftest import ROOT
 
-    claims = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
+    claims = yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())
     assert claims["claims"]["eval_seed_per_seed"] == 6000  # v4 registers it
     v4 = Settings.from_config({**default_config(), **claims})
     assert v4.recipe("baseline", 3).eval_seed == v4.recipe("no_scaling", 3).eval_seed == 6003

@@ -28,7 +28,10 @@ from conftest import ROOT, default_config
 
 torch.set_num_threads(1)
 SETTINGS = Settings.from_config(
-    {**default_config(), **yaml.safe_load((ROOT / "config/claims.yaml").read_text())}
+    {
+        **default_config(),
+        **yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text()),
+    }
 )
 
 
@@ -145,16 +148,16 @@ def test_top1_agreement_reads_the_attribution_extra(looks, top1, rho):
 
 
 def test_top_defined_asks_for_a_top_twice_the_second():
-    from tcrformer.chapters.claims import v4_metrics
+    from tcrformer.training import attribution
 
-    assert v4_metrics.TOP_RATIO == 2.0 and v4_metrics.MIN_IMPORTANCE == 1e-3
+    assert attribution.TOP_RATIO == 2.0 and attribution.MIN_IMPORTANCE == 1e-3
     defined = [[0.0, 1.0, 0.1], [0.4, 0.2, 0.0], [0.002, 0.0, 0.0]]  # exactly twice: defined
-    assert v4_metrics.top_defined(defined) == 1.0
+    assert attribution.top_defined(defined) == 1.0
     # a near-tie, two residues that matter alike, and a row where nothing matters
     undefined = [[0.5, 0.3, 0.0], [1.0, 0.0, 1.0], [0.0005, 0.0, 0.0]]
-    assert v4_metrics.top_defined(undefined) == 0.0
-    assert v4_metrics.top_defined(defined[:2] + undefined[:2]) == 0.5
-    assert v4_metrics.top_defined(undefined[2:], min_importance=1e-4) == 1.0
+    assert attribution.top_defined(undefined) == 0.0
+    assert attribution.top_defined(defined[:2] + undefined[:2]) == 0.5
+    assert attribution.top_defined(undefined[2:], min_importance=1e-4) == 1.0
 
 
 def test_top1_agreement_on_a_trained_shape_pads_no_top():
@@ -162,7 +165,6 @@ def test_top1_agreement_on_a_trained_shape_pads_no_top():
     metric reads give what the residues alone give, a length at a time (eos steps out)."""
     import numpy as np
 
-    from tcrformer.chapters.claims import v4_metrics
     from tcrformer.training import attribution
 
     src, tgt = strings(n=40, low=4, high=12, seed=3)
@@ -170,7 +172,7 @@ def test_top1_agreement_on_a_trained_shape_pads_no_top():
     EXTRAS["attribution"](e, ())
     attention, importance = e.arrays["attribution"][:2]
     groups = attribution.residue_steps(attention[-1:], importance, src, tgt)
-    rows = np.concatenate([v4_metrics.top1_agreement_rows(a[0], i) for a, i in groups])
+    rows = np.concatenate([attribution.top1_agreement_rows(a[0], i) for a, i in groups])
     assert 0 < rows.size and METRICS["top1_agreement"].compute(e) == pytest.approx(rows.mean())
 
 

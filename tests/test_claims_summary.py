@@ -23,7 +23,7 @@ from tcrformer.plotting import claims as plots
 from conftest import ROOT, default_config
 
 matplotlib.use("Agg")
-CLAIMS = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
+CLAIMS = yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())
 SETTINGS = Settings.from_config({**default_config(), **CLAIMS})
 PLAN = yaml.safe_load((ROOT / POWER_PLAN).read_text())
 OFF = "smoothing_generalisation"  # its fake verdict differs from its registered prediction

@@ -163,6 +163,7 @@ def rules_in(path: Path) -> dict[str, str]:
 
 def workflow_files() -> list[Path]:
     files = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
+    files += sorted((ROOT / "workflow" / "claims").glob("*.smk"))  # a chapter's own folder
     files += [p for p in (ROOT / "Snakefile", ROOT / "workflow" / "Snakefile") if p.exists()]
     return files
 

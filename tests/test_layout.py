@@ -21,17 +21,19 @@ from conftest import ROOT
 LIB = ROOT / "workflow" / "lib" / "tcrformer"
 RULES = ROOT / "workflow" / "rules"
 SCRIPTS = ROOT / "workflow" / "scripts"
+CLAIMS = ROOT / "workflow" / "claims"  # a chapter in a folder of its own: rules, scripts, config
+RULE_FILES = sorted([*RULES.glob("*.smk"), *CLAIMS.glob("*.smk")])
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def rules_and_scripts() -> dict[str, str | None]:
     """{rule name: the script it runs, or None} over every rule file (checkpoints too)."""
     found = {}
-    for path in sorted(RULES.glob("*.smk")):
+    for path in RULE_FILES:
         text = path.read_text()
         blocks = re.split(r"^(?:rule|checkpoint) (\w+):", text, flags=re.M)
         for name, body in zip(blocks[1::2], blocks[2::2], strict=True):
-            script = re.search(r'script:\s*\n\s*"\.\./(?:\.\./)?[\w/]*?(\w+)\.py"', body)
+            script = re.search(r'script:\s*\n\s*"(?:\.\./)*[\w/]*?(\w+)\.py"', body)
             found[name] = script[1] if script else None
     return found
 
@@ -49,6 +51,12 @@ def defined(kind: type, name: str) -> list[str]:
 # Every chapter of one form --------------------------------------------------------------------
 
 
+def rule_file(chapter: str) -> Path:
+    """A chapter's rule file: workflow/rules/<c>.smk, or <c>.smk in its own folder."""
+    own = ROOT / "workflow" / chapter / f"{chapter}.smk"
+    return own if own.exists() else RULES / f"{chapter}.smk"
+
+
 @pytest.mark.parametrize("chapter", PACKAGES)
 def test_every_chapter_is_a_package_of_settings_compute_and_figure_data(chapter):
     settings = importlib.import_module(f"tcrformer.chapters.{chapter}.settings")
@@ -56,13 +64,15 @@ def test_every_chapter_is_a_package_of_settings_compute_and_figure_data(chapter)
     compute = importlib.import_module(f"tcrformer.chapters.{chapter}.compute")
     figure_data = importlib.import_module(f"tcrformer.chapters.{chapter}.figure_data")
     assert isinstance(figure_data.FILES, dict) and callable(figure_data.read)
-    assert (RULES / f"{chapter}.smk").exists(), f"one rule file per chapter: {chapter}.smk"
+    rules = rule_file(chapter)
+    assert rules.exists(), f"one rule file per chapter: {chapter}.smk"
     # Each rule of the chapter runs a script of its own name, which calls compute.<rule>.
-    chapter_rules = rules_of(RULES / f"{chapter}.smk")
+    chapter_rules = rules_of(rules)
     assert chapter_rules, chapter
     for rule in chapter_rules:
         assert callable(getattr(compute, rule, None)), f"{chapter}.compute.{rule}"
-        script = (SCRIPTS / f"{rule}.py").read_text()
+        scripts = SCRIPTS if rules.parent == RULES else rules.parent / "scripts"
+        script = (scripts / f"{rule}.py").read_text()
         assert f"import {rule}" in script, f"scripts/{rule}.py calls compute.{rule}"
 
 
@@ -70,7 +80,7 @@ def rules_of(path: Path) -> list[str]:
     """The rules of a file that run a script of their own name (not targets or benches)."""
     scripts = rules_and_scripts()
     names = re.findall(r"^rule (\w+):", path.read_text(), flags=re.M)
-    in_scripts = set(re.findall(r'script:\s*\n\s*"\.\./scripts/(\w+)\.py"', path.read_text()))
+    in_scripts = set(re.findall(r'script:\s*\n\s*"(?:\.\./)?scripts/(\w+)\.py"', path.read_text()))
     return [name for name in names if scripts.get(name) == name and name in in_scripts]
 
 
@@ -98,9 +108,6 @@ BENCH = ROOT / "bench"
 DYNAMIC_IMPORTS = {
     "tcrformer.figures": lambda: {f.module for f in importlib.import_module(
         "tcrformer.figures").FIGURES},
-    # The registration digest imports what the decisive functions import inside their
-    # bodies: modules they name, not an edge of the library's own graph.
-    "tcrformer.chapters.claims.digest": lambda: set(),
 }  # fmt: skip
 
 
@@ -266,7 +273,7 @@ def test_the_feature_names_live_in_the_toy_input_alone():
 
 
 def test_the_workflow_reads_nothing_under_tests():
-    files = [ROOT / "Snakefile", *RULES.glob("*.smk"), *SCRIPTS.glob("*.py"),
+    files = [ROOT / "Snakefile", *RULE_FILES, *SCRIPTS.glob("*.py"), *CLAIMS.rglob("*.py"),
              *LIB.rglob("*.py"), ROOT / "config" / "config.yaml"]  # fmt: skip
     path_literal = re.compile(r"[\"']tests/")  # a path in code, not a mention in prose
     readers = [str(p.relative_to(ROOT)) for p in files if path_literal.search(p.read_text())]
@@ -274,7 +281,7 @@ def test_the_workflow_reads_nothing_under_tests():
 
 
 def test_scripts_and_benches_patch_no_import_path():
-    for path in [*SCRIPTS.glob("*.py"), *(ROOT / "bench").glob("*.py")]:
+    for path in [*SCRIPTS.glob("*.py"), *CLAIMS.rglob("*.py"), *(ROOT / "bench").glob("*.py")]:
         assert "sys.path" not in path.read_text(), path.name
 
 
@@ -302,27 +309,27 @@ def claim_logic_in_rules(folder: Path) -> list[tuple[str, str]]:
 
 
 def test_no_rule_file_names_a_metric_or_a_test():
-    assert claim_logic_in_rules(RULES) == []
+    assert claim_logic_in_rules(RULES) == claim_logic_in_rules(CLAIMS) == []
 
 
 def test_each_benchmarked_test_names_a_rule_that_runs_its_job():
     from tcrformer.chapters.claims.kinds import BENCHMARKS, EVALUATED
 
     assert set(BENCHMARKS) <= {test for tests in EVALUATED.values() for test in tests}
-    assert set(BENCHMARKS.values()) <= set(rules_of(RULES / "claims.smk"))
+    assert set(BENCHMARKS.values()) <= set(rules_of(rule_file("claims")))
 
 
 def test_the_rule_check_sees_a_metric_table_put_back(tmp_path):
     """v3's table of the extra each metric needs, and its look-up of a claim by its test,
     in a copy of the claims helpers: both are caught."""
-    text = (RULES / "claims_common.smk").read_text()
+    text = (CLAIMS / "helpers.smk").read_text()
     text += 'EXTRAS = {"beam_net_wins": "beam", "init_scale": "init"}\n'
     text += 'MIN_LENGTH = claim_test("quadratic").get("min_length")\n'
-    (tmp_path / "claims_common.smk").write_text(text)
+    (tmp_path / "helpers.smk").write_text(text)
     assert claim_logic_in_rules(tmp_path) == [
-        ("claims_common.smk", "beam_net_wins"),
-        ("claims_common.smk", "init_scale"),
-        ("claims_common.smk", "quadratic"),
+        ("helpers.smk", "beam_net_wins"),
+        ("helpers.smk", "init_scale"),
+        ("helpers.smk", "quadratic"),
     ]
 
 
@@ -334,7 +341,8 @@ def test_the_architecture_page_names_every_package_and_chapter():
     for folder in ("core/", "models/", "chapters/", "plotting/", "figures.py"):
         assert folder in page, folder
     for chapter in PACKAGES:
-        assert f"{chapter}/" in page and f"rules/{chapter}.smk" in page, chapter
+        rules = rule_file(chapter).relative_to(ROOT / "workflow").as_posix()
+        assert f"{chapter}/" in page and rules in page, chapter
     for path in sorted((LIB / "core").glob("*.py")) + sorted((LIB / "models").glob("*.py")):
         if path.name != "__init__.py":
             assert path.name in page, path.name

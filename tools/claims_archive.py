@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     comparing.add_argument("--before", type=Path, required=True, help="an archived run")
     comparing.add_argument("--run", default="paper")
     comparing.add_argument("--after", type=Path, help="an archived run instead of --run's")
-    comparing.add_argument("--claims", type=Path, default=Path("config/claims.yaml"))
+    comparing.add_argument(
+        "--claims", type=Path, default=Path("workflow/claims/config/claims.yaml")
+    )
     args = parser.parse_args(argv)
     if args.command == "changes":
         try:

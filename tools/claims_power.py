@@ -1,4 +1,4 @@
-"""The power plan of the claims: how many seeds each experiment needs, from v2's spread.
+"""The power plan of the claims: how many seeds each experiment needs, from a pilot's spread.
 
 For a continuous experiment the protocol tests the seeds' paired values d_s against the
 margin m with an exact sign-flip test at its Holm level. Planned at the worst Holm step,
@@ -13,17 +13,18 @@ planned, and named under `by_design`), the plan asks two things of n seeds:
 
 The true effect delta a claim is planned for is fixed here, before the run: twice the margin
 for `greater` (a margin of 0.01 is planned at 0.02), zero for `less` and `equivalent`. The
-spread sd is that of the same per-seed value in v2's archived run (v2's seeds 0..7 were paired
-the same way), computed with the current definitions where v2 kept what they need. Where v2
-measured nothing like it (the eval-mode excess, top-1 agreement), the plan says so and asks
-only for feasibility.
+spread sd is that of the same per-seed value in a pilot run, an archived claims run
+(`--archive`: claims v2's, whose seeds 0..7 were paired the same way), computed with the
+current definitions where the pilot kept what they need. Where the pilot measured nothing
+like it (the eval-mode excess, top-1 agreement), the plan says so and asks only for
+feasibility.
 
-A paired-binary experiment (v4's divergence claims) is planned by the exact power of its own
+A paired-binary experiment (the divergence claims) is planned by the exact power of its own
 test (binary_power, by enumeration), at the divergence rates BINARY_PLANNED: every seed
 without the remedy diverging at 0.75, none with it.
 
     python -m tools.claims_power --archive results/archive/claims_v2.tar.gz \
-        --claims config/claims.yaml --out config/claims_power.yaml
+        --claims workflow/claims/config/claims.yaml --out workflow/claims/config/claims_power.yaml
 """
 
 from __future__ import annotations
@@ -49,20 +50,20 @@ from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
 
 POWER = 0.8
 MAX_SEEDS = 256
-# A v4 claim (config/claims.yaml) -> how v2's archived arms give the same per-seed value
-# (arm, reference, metric); several arms average per seed, as the protocol does. A claim
-# not named here: v2 measured nothing like it.
-FROM_V2: dict[str, Any] = {
+# A claim (workflow/claims/config/claims.yaml) -> how the pilot's archived arms give the same
+# per-seed value (arm, reference, metric); several arms average per seed, as the protocol
+# does. A claim not named here: the pilot measured nothing like it.
+FROM_PILOT: dict[str, Any] = {
     "smoothing_generalisation": ("fixed", "fixed_no_smoothing", "heldout_fraction"),
     "dropout": ("fixed", "fixed_no_dropout", "heldout_fraction"),
-    "beam_search": ("baseline", None, "beam_net_wins"),  # v2: a 500-step model, room to win
+    "beam_search": ("baseline", None, "beam_net_wins"),  # the pilot: a 500-step model, room to win
 }  # fmt: skip
 BINARY_PLANNED = (0.75, 0.0)  # (p10, p01) a paired-binary claim is planned for
 MAX_BINARY_SEEDS = 64
 
 
-def v2_metrics(archive: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """{arm: {seed: metrics}} from the archived v2 run (no extraction)."""
+def pilot_metrics(archive: str | Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """{arm: {seed: metrics}} from the archived pilot run (no extraction)."""
     found: dict[str, dict[int, dict[str, Any]]] = {}
     pattern = re.compile(r"claims/arms/([a-z0-9_]+)/seed(\d+)/metrics\.json$")
     with tarfile.open(archive) as tar:
@@ -83,14 +84,14 @@ def _value(metrics: Mapping[str, Any], metric: str) -> float:
     return math.nan if value is None else float(value)
 
 
-def v2_per_seed(v2, arms, reference, metric: str, relative: bool = False) -> np.ndarray:
-    """v2's d_s for one claim, over the seeds every arm ran."""
+def pilot_per_seed(pilot, arms, reference, metric: str, relative: bool = False) -> np.ndarray:
+    """The pilot's d_s for one claim, over the seeds every arm ran."""
     arms = (arms,) if isinstance(arms, str) else tuple(arms)
     refs = () if reference is None else ((reference,) if isinstance(reference, str) else reference)
-    seeds = sorted(set.intersection(*(set(v2[a]) for a in (*arms, *refs))))
+    seeds = sorted(set.intersection(*(set(pilot[a]) for a in (*arms, *refs))))
 
     def mean_of(names):
-        return np.array([np.mean([_value(v2[a][s], metric) for a in names]) for s in seeds])
+        return np.array([np.mean([_value(pilot[a][s], metric) for a in names]) for s in seeds])
 
     x = mean_of(arms)
     if not refs:
@@ -124,10 +125,10 @@ def seeds_needed(margin: float, direction: str, sd: float, level: float) -> int:
 
 
 def binary_power(n: int, p10: float, p01: float, margin: float, level: float) -> float:
-    """Power of claims v4's exact paired-binary test (chapters/claims/exact.py) at `level`
+    """Power of the claims' exact paired-binary test (tcrformer.stats.binary) at `level`
     when each seed is +1, -1 or 0 with p10, p01 and the rest: by enumeration of every
     outcome, no simulation."""
-    from tcrformer.chapters.claims.exact import paired_binary_p
+    from tcrformer.stats.binary import paired_binary_p
 
     power = 0.0
     for b in range(n + 1):
@@ -151,7 +152,7 @@ def by_design(claim: Mapping[str, Any]) -> bool:
     return any(check.get("check") == "by_design" for check in claim.get("precondition") or ())
 
 
-def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
+def plan(claims: list[Mapping[str, Any]], pilot, alpha: float) -> dict[str, Any]:
     """The seeds each experiment of the Holm family needs; those out of it by design are
     named apart (`by_design`) and neither counted for the level nor planned."""
     experiments = [c for c in claims if c["kind"] == "experiment"]
@@ -160,7 +161,7 @@ def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
     level = alpha / len(experiments)  # the worst Holm step
     rows = {}
     for claim in experiments:
-        test, source = claim["test"], FROM_V2.get(claim["id"])
+        test, source = claim["test"], FROM_PILOT.get(claim["id"])
         row: dict[str, Any] = {"margin": test["margin"], "direction": test["direction"],
                                "planned_effect": 2 * test["margin"]
                                if test["direction"] == "greater" else 0.0}  # fmt: skip
@@ -174,17 +175,17 @@ def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
         d = None
         if source is not None:
             arms, reference, metric, *relative = source
-            d = v2_per_seed(v2, arms, reference, metric, bool(relative))
+            d = pilot_per_seed(pilot, arms, reference, metric, bool(relative))
             d = d[np.isfinite(d)]
         if d is None or d.size < 2 or float(np.std(d, ddof=1)) == 0:
             row.update(sd=None, seeds=feasible_seeds(level),
-                       basis="no v2 spread (v2 measured nothing like it, or every seed agreed): "
+                       basis="no pilot spread (it measured nothing like it, or every seed agreed): "
                              "feasibility only")  # fmt: skip
         else:
             sd = float(np.std(d, ddof=1))
-            row.update(sd=round(sd, 6), v2_mean=round(float(d.mean()), 6),
+            row.update(sd=round(sd, 6), pilot_mean=round(float(d.mean()), 6),
                        seeds=seeds_needed(test["margin"], test["direction"], sd, level),
-                       basis=f"v2 seeds {d.size}, {arms} vs {reference}: {metric}")  # fmt: skip
+                       basis=f"pilot seeds {d.size}, {arms} vs {reference}: {metric}")  # fmt: skip
         rows[claim["id"]] = row
     return {"level": level, "power": POWER, "experiments": len(experiments), "by_design": out,
             "claims": rows}  # fmt: skip
@@ -193,11 +194,11 @@ def plan(claims: list[Mapping[str, Any]], v2, alpha: float) -> dict[str, Any]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archive", default="results/archive/claims_v2.tar.gz")
-    parser.add_argument("--claims", default="config/claims.yaml")
-    parser.add_argument("--out", default="config/claims_power.yaml")
+    parser.add_argument("--claims", default="workflow/claims/config/claims.yaml")
+    parser.add_argument("--out", default="workflow/claims/config/claims_power.yaml")
     args = parser.parse_args(argv)
     section = yaml.safe_load(Path(args.claims).read_text())["claims"]
-    result = plan(section["list"], v2_metrics(args.archive), section.get("alpha", 0.05))
+    result = plan(section["list"], pilot_metrics(args.archive), section.get("alpha", 0.05))
     archive_sha = hashlib.sha256(Path(args.archive).read_bytes()).hexdigest()
     result["provenance"] = {
         "command": "python -m tools.claims_power "

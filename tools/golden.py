@@ -41,8 +41,8 @@ import pandas as pd
 import yaml
 from scipy import special, stats
 
-from tcrformer.chapters.claims.exact import exact_binomial_interval
 from tcrformer.core import golden
+from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.training import judged
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,5 @@
 # Shared set-up: config validation, the paths every chapter writes to, the manifest's
 # registry. Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from tcrformer.figures import FOLDER as FIGURE_FOLDER
 from tcrformer.figures import figure_paths
 from tcrformer.core.config import ConfigError, sections
 from tcrformer.core.golden import GoldenFileError, load_golden
+from tcrformer.core.manifest import code_digest
 from tcrformer.validation import validate as validate_config
 
 SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
@@ -66,25 +66,8 @@ def settings(chapter):
     return SETTINGS[chapter]
 
 
-import tcrformer
-
-LIB = Path(tcrformer.__file__).parent  # the library this run imports
-
-
-def code_digest(*parts):
-    """sha256 of the library's source files under `parts` (folders or files of tcrformer):
-    a rule's param, so Snakemake's between-run cache (cache: True) keys on the code too.
-    """
-    digest = hashlib.sha256()
-    for part in parts:
-        path = LIB / part
-        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(source.relative_to(LIB).as_posix().encode())
-            digest.update(source.read_bytes())
-    return digest.hexdigest()
-
-
-# What shapes a trained model, and a language model's guesses: the cache key's code.
+# What shapes a trained model, and a language model's guesses: the code a rule's cache key
+# (cache: True) holds beside its params, so that Snakemake's between-run cache keys on it too.
 TRAINING_CODE = code_digest("training", "models", "core/numerics.py")
 PLM_CODE = code_digest("chapters/plm", "core/numerics.py")
 

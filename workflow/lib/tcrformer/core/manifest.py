@@ -21,6 +21,21 @@ from tcrformer.core.io import dumps_json, sha256
 from tcrformer.core.shipped import REPOSITORY
 
 PACKAGES = ("numpy", "torch", "snakemake", "pandas", "matplotlib", "fair-esm", "sceptr", "pyyaml")
+LIBRARY = Path(__file__).resolve().parents[1]  # the tcrformer package this process imports
+
+
+def code_digest(*parts: str, root: Path = LIBRARY) -> str:
+    """sha256 of the Python files under `parts` (folders or files, relative to `root`, the
+    library by default), each file's path relative to `root` and then its bytes, in sorted
+    order: an edit, a new file, a removed or renamed one changes it, and nothing outside the
+    parts does (comments and docstrings included: a file is hashed whole)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        path = root / part
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(source.relative_to(root).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:

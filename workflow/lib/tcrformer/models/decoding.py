@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -170,3 +171,24 @@ def sequence_log_prob(
     log_probs = F.log_softmax(logits.double(), dim=-1)  # (B, n, V)
     chosen = log_probs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, n)
     return chosen.masked_fill(~through_first_eos(tgt_out, eos), 0.0).sum(dim=1)
+
+
+# Beam against greedy ----------------------------------------------------------------------------
+# Per string: a tie when the outputs agree through <eos> or score alike; otherwise an output
+# that never wrote <eos> loses to one that did (a cut-off output's score lacks the <eos>
+# term), and between two finished (or two unfinished) outputs the more probable wins.
+
+
+def beam_outcomes(greedy_logprob, beam_logprob, same_output, greedy_finished=None,
+                  beam_finished=None) -> dict[str, float]:  # fmt: skip
+    """Wins, ties and losses of beam against greedy over strings, and the net wins; an
+    output that wrote no <eos> (`*_finished` False; default: every output finished) loses
+    to one that did."""
+    greedy, beam = np.asarray(greedy_logprob, float), np.asarray(beam_logprob, float)
+    done_g = np.ones(greedy.size, bool) if greedy_finished is None else np.asarray(greedy_finished)
+    done_b = np.ones(beam.size, bool) if beam_finished is None else np.asarray(beam_finished)
+    tie = np.asarray(same_output, bool) | ((beam == greedy) & (done_b == done_g))
+    better = np.where(done_b == done_g, beam > greedy, done_b)  # beam's output preferred
+    wins, losses = int((~tie & better).sum()), int((~tie & ~better).sum())
+    return {"wins": wins, "ties": int(tie.sum()), "losses": losses,
+            "net_wins": (wins - losses) / greedy.size}  # fmt: skip

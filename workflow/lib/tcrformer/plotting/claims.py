@@ -84,7 +84,7 @@ def _per_seed(ax, by_arm: dict[str, list], margin: float | None = None) -> None:
 def figC3_attention_importance(data) -> Figure:
     """Left, the claim's measure: per seed, the chance that an output step's most-attended
     residue is its most important one (last decoder layer), against the margin. Right,
-    reported: v3's signed rank correlation of attention and replacement cost."""
+    reported: the signed rank correlation of attention and replacement cost."""
     fig = style.new_figure(9.0, 4.6)
     top_ax, rho_ax = fig.subplots(1, 2)
     margin = next((e["margin"] for e in data.effects if e["id"] == "attention_importance"), None)
@@ -97,7 +97,7 @@ def figC3_attention_importance(data) -> Figure:
     rho_ax.axhline(0, color="0.6", lw=0.6)
     rho_ax.set_ylim(-1, 1)
     rho_ax.set_ylabel("Spearman rho, attention vs replacement cost (signed)")
-    rho_ax.set_title("v3's measure (reported)", fontsize=9)
+    rho_ax.set_title("rank correlation (reported)", fontsize=9)
     fig.suptitle("Fig. C3  Does attention point at the residue that matters?")
     return fig
 

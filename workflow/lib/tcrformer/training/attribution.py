@@ -23,6 +23,19 @@ For string b, decoder layer l, residue step t and source residue j (h heads, R d
     residue_rho_by_layer[l] = mean of rho[l, b, t] over the rows used in layer l
     residue_rho             = the mean of residue_rho_by_layer over the layers
 
+Top-1 agreement, which the rank correlation's noise among near-zero residues cannot fool.
+For each residue step r, over its n source residues j:
+
+    A_r = argmax_j attention[r, j]        (ties kept)
+    I_r = argmax_j importance[r, j]       (ties kept)
+    agreement_r = |A_r ∩ I_r| / (|A_r| |I_r|)
+
+the chance that the most-attended residue is the most important one, both ties broken at
+random. Rows whose largest importance is below MIN_IMPORTANCE have no residue that matters
+and are left out; the value is the mean over the rows used. Beside it: mass_on_top, the
+attention on I_r (shared evenly among ties), and top_defined, the share of residue steps
+whose largest importance is at least TOP_RATIO times the second.
+
 Shapes: B strings, Ls source and Lt target positions (Lt = the target's width - 1), h heads,
 N decoder layers, R replacements per residue.
 """
@@ -42,6 +55,8 @@ from tcrformer.training.data import FIRST_RESIDUE, PAD, VOCAB_SIZE
 
 LETTERS = VOCAB_SIZE - FIRST_RESIDUE  # 20 amino acids
 OCCLUSION_BATCH = 4096  # occluded strings per forward pass
+MIN_IMPORTANCE = 1e-3  # nats: a row whose largest importance is below has no top residue
+TOP_RATIO = 2.0  # a residue step's top is defined when its importance is this x the second's
 
 
 def residues(tokens: Tensor) -> Tensor:
@@ -175,3 +190,45 @@ def residue_attribution(
         **found,
         "replacements": replacements,
     }
+
+
+# Top-1 agreement ----------------------------------------------------------------------------------
+
+
+def _tops(x: np.ndarray) -> np.ndarray:
+    """(rows, n) bool: the entries equal to their row's largest."""
+    return x == x.max(axis=-1, keepdims=True)
+
+
+def top1_agreement_rows(attention: np.ndarray, importance: np.ndarray,
+                        min_importance: float = MIN_IMPORTANCE) -> np.ndarray:  # fmt: skip
+    """(rows used,) agreement_r of residue steps attention, importance (rows, n)."""
+    attention, importance = np.asarray(attention, float), np.asarray(importance, float)
+    if attention.shape != importance.shape:
+        raise ValueError(f"attention {attention.shape} and importance {importance.shape}")
+    used = importance.max(axis=-1) >= min_importance
+    a, i = _tops(attention[used]), _tops(importance[used])
+    return (a & i).sum(-1) / (a.sum(-1) * i.sum(-1))
+
+
+def top1_agreement(attention, importance, min_importance: float = MIN_IMPORTANCE) -> float:
+    """The seed's value: mean agreement over the rows used (nan if none)."""
+    rows = top1_agreement_rows(attention, importance, min_importance)
+    return float(rows.mean()) if rows.size else float("nan")
+
+
+def mass_on_top(attention, importance, min_importance: float = MIN_IMPORTANCE) -> float:
+    """Mean attention on the most important residue (reported beside the agreement)."""
+    attention, importance = np.asarray(attention, float), np.asarray(importance, float)
+    used = importance.max(axis=-1) >= min_importance
+    tops = _tops(importance[used])
+    return float(((attention[used] * tops).sum(-1) / tops.sum(-1)).mean())
+
+
+def top_defined(importance, min_importance: float = MIN_IMPORTANCE) -> float:
+    """The share of residue steps (rows of importance, (rows, n)) with one residue that
+    matters: the largest importance at least MIN_IMPORTANCE and TOP_RATIO times the second
+    largest (reported beside the attention claim, whose verdict it does not decide)."""
+    importance = np.sort(np.asarray(importance, float), axis=-1)
+    top, second = importance[:, -1], importance[:, -2]
+    return float(np.mean((top >= min_importance) & (top >= TOP_RATIO * second)))

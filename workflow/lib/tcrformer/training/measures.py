@@ -198,14 +198,13 @@ def calibration(model: nn.Module, src: Tensor, tgt: Tensor) -> dict[str, Any]:
 
 def beam_metrics(model: nn.Module, src: Tensor, tgt: Tensor, width: int) -> dict[str, float]:
     """Greedy against beam search: exact reversals, the mean sequence log-probability, and
-    beam's wins, ties and losses (chapters.claims.v4_metrics.beam_outcomes).
+    beam's wins, ties and losses (decoding.beam_outcomes).
 
     Both decoders' outputs are scored by the one teacher-forced pass (sequence_log_prob),
     so the same output gets the same score to the bit. The beam's own running score comes
     from incremental float32 steps and differs from it by ~1e-8, which alone would make an
     equal output look worse or better."""
-    from tcrformer.chapters.claims.v4_metrics import beam_outcomes
-    from tcrformer.models.decoding import beam_search, sequence_log_prob
+    from tcrformer.models.decoding import beam_outcomes, beam_search, sequence_log_prob
 
     max_len = tgt.size(1) - 1
     greedy = greedy_decode(model, src, max_len=max_len, bos=BOS, eos=EOS, pad_idx=PAD)

@@ -1,12 +1,16 @@
-"""Chapter claims: what the explainer says in prose, each claim an experiment with a criterion
-written before the run (config/claims.yaml) and a verdict computed by code (target `claims`).
+"""Chapter claims: what the explainer says in prose, each claim an experiment with a
+criterion written before the run (workflow/claims/config/claims.yaml) and a verdict computed
+by code (target `claims`; the chapter's rules and config: workflow/claims/).
 
     settings.py     the `claims:` section: seeds, arms (the paper's recipe, changed), claims
     compute.py      the rules: train_claim_arm (then evaluate_claim_arm), claims_analytic,
                     claims_cost, claims_rnn_speed, claims_summary
-    figure_data.py  what Figs. C1-C6 draw
+    figure_data.py  what Figs. C1-C7 draw
+    kinds.py        what a claim may be and test, by name
     metrics.py      the per-arm metrics a claim tests or reports (METRICS), and the
                     evaluation's extras each needs
     analytic.py     the experiments that need no training
+    protocol.py     paired effects over seeds, their exact tests (tcrformer.stats), Holm
     verdicts.py     each kind of criterion, evaluated
+    summary.py      the table, its Markdown, and what the figures draw
 """

@@ -1,6 +1,7 @@
 """Chapter claims' rules, each returning its outputs by name.
 
-claims_register     before any arm trains: every claim's digest (the pre-registration)
+claims_register     before any arm trains: every claim's digest and the decision code's
+                    (the pre-registration)
 train_claim_arm     one arm, one seed, trained and then evaluated in the same job: the
                     history (loss and pre-clip gradient norm at every step) and the metrics
 evaluate_claim_arm  a saved model's metrics: what every arm gets, its extras, and each metric
@@ -28,52 +29,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims import analytic, digest, metrics
+from tcrformer.chapters.claims import analytic, metrics
 from tcrformer.chapters.claims.metrics import stepped
 from tcrformer.chapters.claims.settings import Claim, Settings
 from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
 from tcrformer.chapters.claims.verdicts import AT_STEPS, Measurements, judge_all
+from tcrformer.core.io import read_csv, write_csv
+from tcrformer.core.manifest import code_digest
 
 if set(metrics.stepped().values()) - set(AT_STEPS):
     raise ImportError("claims: a by-step metric's rule is not in verdicts.AT_STEPS")
-from tcrformer.core.io import read_csv, write_csv
 
 # Pre-registration ------------------------------------------------------------------------------
 
-
-# The model's arithmetic (kernels, layers, numerics): fixed by each arm's recipe and the
-# numerics fingerprint, like the model's own methods, and holding run-time state.
-ARITHMETIC = ("tcrformer.core", "tcrformer.models.fast", "tcrformer.models.products")
-
-
-def shared_decision_code() -> list:
-    """What judges every claim: the verdicts (with their tests, manipulation checks and
-    evaluators), the measurements they read, and what every arm's evaluation measures."""
-    return [judge_all, Measurements, common_evaluation]
+# What a registration freezes: every Python file under these parts of the library. The
+# claims' own code, the statistics that decide, and what trains and evaluates an arm; the
+# model's arithmetic (core) is fixed instead by each job's numerics record.
+DECISION_CODE = ("chapters/claims", "stats", "training", "models")
 
 
-def claim_decision_code(claim) -> list:
-    """What decides this claim alone: the registered metrics it tests, reports or checks,
-    the extras they need, and how a by-step one is read at its snapshots (metrics.METRICS)."""
-    points = []
-    for name in claim.metrics():
-        metric = metrics.METRICS.get(name)
-        if metric is not None:
-            points.append(metric.compute)
-            points += [metrics.EXTRAS[metric.extra]] if metric.extra else []
-            points += [AT_STEPS[metric.at_steps]] if metric.at_steps else []
-    return points
-
-
-def decision_code_digest(settings: Settings) -> dict[str, str]:
-    """{claim id: sha256} of the functions, classes and constants that decide its verdict,
-    as they are in this checkout (digest.code_digest: comments, docstrings, layout and code
-    that does not decide do not count). The shared part is walked once."""
-    shared = digest.code_digest(shared_decision_code(), skip=ARITHMETIC)
-    own = {
-        c.id: digest.code_digest(claim_decision_code(c), skip=ARITHMETIC) for c in settings.claims
-    }
-    return {claim_id: digest.combined({**shared, **code}) for claim_id, code in own.items()}
+def decision_code_sha256() -> str:
+    """One sha256 over the files of DECISION_CODE, as they are in this checkout."""
+    return code_digest(*DECISION_CODE)
 
 
 def claims_register(
@@ -91,8 +68,8 @@ def claims_register(
             "commit": commit,
             "claims_file_sha256": claims_file_sha256,
             "reviews_sha256": dict(reviews or {}),
-            "decision_code": decision_code_digest(settings),
-            "environment": digest.environment(),  # a digest compares under one Python
+            "decision_code_files": list(DECISION_CODE),
+            "decision_code_sha256": decision_code_sha256(),
             "claims": settings.registration(),
         }
     }
@@ -338,7 +315,7 @@ def claims_summary(
     measurements = Measurements(metrics, analytic_results, benchmarks, settings.eval_n, seeds,
                                 at_steps=stepped())  # fmt: skip
     decisions = judge_all(settings, measurements)
-    rows = table_rows(settings, decisions, registration, plan, decision_code_digest(settings))
+    rows = table_rows(settings, decisions, registration, plan, decision_code_sha256())
     table = pd.DataFrame(rows)
     return {
         "table": table,

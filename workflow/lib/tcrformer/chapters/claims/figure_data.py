@@ -24,10 +24,12 @@ class ClaimsFigures:
     grad_norm_curves: dict[str, dict[str, list]]
     calibration: dict[str, list[list[float]]]  # arm -> bins [count, confidence, accuracy]
     top1_agreement: dict[str, list[float | None]]  # arm -> per seed, top-1 agreement
-    residue_rho: dict[str, list[float | None]]  # arm -> per seed, v3's residue-level rho
+    residue_rho: dict[
+        str, list[float | None]
+    ]  # arm -> per seed, the residue-level rank correlation
     greedy_by_step: dict[str, list[dict[str, float]]]  # arm -> per seed, {step: greedy exact}
     beam_step: dict[str, list[float | None]]  # arm -> per seed, the step beam was judged at
-    greedy_room: list[float]  # v4_metrics.GREEDY_ROOM: the greedy exact with room for beam
+    greedy_room: list[float]  # metrics.GREEDY_ROOM: the greedy exact with room for beam
     beam: dict[str, dict[str, float]]  # arm -> beam wins, ties, losses, net wins (medians)
     analytic: dict[str, Any]
     cost: dict[str, Any]  # the claim, exponents, rows (length, seconds, allocated_bytes, ...)

@@ -10,14 +10,14 @@ definition is written once:
     diverged         1 if held-out exact < DIVERGED_BELOW or a loss is not finite, else 0
     beam_net_wins    (strings where beam's output is preferred to greedy's, minus those where
                      greedy's is) / strings, at the seed's first snapshot where greedy has
-                     room (v4_metrics: beam_outcomes, room_step); none without such a step
+                     room (room_step; models.decoding.beam_outcomes); none without one
     has_room         1 if some snapshot of the seed left greedy room, else 0 (the beam
                      extra records that snapshot's step as beam_step)
     beam_exact_gain  beam's exact fraction minus greedy's, at that step
     residue_rho      the mean over decoder layers of the mean Spearman rho per residue step
                      between attention and occlusion importance (training.attribution)
     top1_agreement   last decoder layer: the chance that the most-attended residue is the
-                     most important one, mean over residue steps (v4_metrics)
+                     most important one, mean over residue steps (training.attribution)
     mass_on_top      last decoder layer: the attention on the most important residue
     init_scale       mean |log2| of the step-0 sub-layers' output over input RMS
     log2_excess      log2 of the eval-mode loss above the smoothing floor, averaged over the
@@ -26,7 +26,7 @@ definition is written once:
                      difference of two arms' is the log2 ratio of their excesses
     initial_entropy  the encoder's self-attention entropy at step 0 (nats; low: spiky)
     top_defined      last decoder layer: the share of residue steps whose largest
-                     importance is at least MIN_IMPORTANCE and twice the second (v4_metrics)
+                     importance is at least MIN_IMPORTANCE and twice the second (attribution)
 
 A by-step metric (log2_excess) has the value {step: number} over the snapshots the arm's
 claims name, and the claim that tests it reads it at its own `snapshots` (Metric.at_steps,
@@ -53,6 +53,18 @@ from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
 INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
 ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is measured on
 REPLACEMENTS = 3  # occlusions per residue (attribution.importance)
+
+
+GREEDY_ROOM = (0.2, 0.9)  # greedy exact fraction of a seed's snapshot with room for beam
+
+
+def room_step(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | None:
+    """A seed's beam snapshot: the first step, in step order, whose greedy exact fraction
+    lies in `room` (ends included); None when none does. `greedy_exact` is {step: fraction}:
+    greedy alone, so the choice is made before any beam output is read."""
+    low, high = room
+    return next((step for step in sorted(greedy_exact) if low <= greedy_exact[step] <= high),
+                None)  # fmt: skip
 
 
 @dataclass
@@ -97,7 +109,6 @@ def beam(e: ArmEvaluation, steps: Sequence[int]) -> None:
     """Greedy's exact fraction at each step; at the first with room (from greedy alone),
     greedy against beam search on every held-out string, both outputs scored by one
     teacher-forced pass: wins, ties, losses, exact and mean log-probabilities."""
-    from tcrformer.chapters.claims.v4_metrics import room_step
     from tcrformer.training import measures
 
     models = at_steps(e, steps)
@@ -111,8 +122,8 @@ def beam(e: ArmEvaluation, steps: Sequence[int]) -> None:
 
 def attribution(e: ArmEvaluation, _steps: Sequence[int]) -> None:
     """Every decoder layer's cross-attention and the occlusion importance of each source
-    residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; v3's
-    rho by layer (reported)."""
+    residue at each target step, on the first ATTRIBUTION_STRINGS held-out strings; the
+    rank correlation by layer (reported)."""
     from tcrformer.training.attribution import attention_and_importance, rho_by_layer
 
     src, tgt = e.src[:ATTRIBUTION_STRINGS], e.tgt[:ATTRIBUTION_STRINGS]
@@ -193,7 +204,7 @@ def residue_rho(e: ArmEvaluation) -> float:
 def _last_layer_residue_steps(e: ArmEvaluation):
     """The last decoder layer's attention and the importance at the residue steps,
     (rows, Ls) each. Padding is 0 in both, and never a top: a row's attention on its
-    residues sums to 1, and a row used has an importance above v4_metrics.MIN_IMPORTANCE."""
+    residues sums to 1, and a row used has an importance above attribution.MIN_IMPORTANCE."""
     from tcrformer.models.transformer import decoder_io
     from tcrformer.training.attribution import residues
 
@@ -203,15 +214,15 @@ def _last_layer_residue_steps(e: ArmEvaluation):
 
 
 def last_layer_top1(e: ArmEvaluation) -> float:
-    from tcrformer.chapters.claims import v4_metrics
+    from tcrformer.training import attribution
 
-    return v4_metrics.top1_agreement(*_last_layer_residue_steps(e))
+    return attribution.top1_agreement(*_last_layer_residue_steps(e))
 
 
 def last_layer_mass_on_top(e: ArmEvaluation) -> float:
-    from tcrformer.chapters.claims import v4_metrics
+    from tcrformer.training import attribution
 
-    return v4_metrics.mass_on_top(*_last_layer_residue_steps(e))
+    return attribution.mass_on_top(*_last_layer_residue_steps(e))
 
 
 def step0_scale(e: ArmEvaluation) -> float:
@@ -229,9 +240,9 @@ def initial_entropy(e: ArmEvaluation) -> float:
 
 
 def last_layer_top_defined(e: ArmEvaluation) -> float:
-    from tcrformer.chapters.claims import v4_metrics
+    from tcrformer.training import attribution
 
-    return v4_metrics.top_defined(_last_layer_residue_steps(e)[1])
+    return attribution.top_defined(_last_layer_residue_steps(e)[1])
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
-"""The claims' decision rule, version 4 (docs/claims.md, "Protocol"): paired effects over
-seeds, exact tests against a margin fixed in advance (exact.py), and Holm over the
-experiments.
+"""The claims' decision rule (docs/claims.md, "Protocol"): paired effects over seeds, exact
+tests against a margin fixed in advance (tcrformer.stats), and Holm over the experiments.
 
 Every arm of an experiment trains the same seeds, and a seed fixes the initial weights, the
 batches and the held-out strings of every arm alike, so the seeds pair the arms. Each
@@ -13,16 +12,16 @@ seed-based claim (`kind: experiment`) reduces to one number per seed,
 
 and its effect is their mean. The binary effect is tested by the exact unconditional test
 of paired binary outcomes; every other by the exact sign-flip test, with a t-test beside it
-(exact.py says how each is built, and what it estimates). Each gives two one-sided p-values
-against the margin in the claim's direction, p_support and p_refute, and a 95 % interval by
-inverting the same test. The smaller p-value of each experiment enters one Holm step-down
-family at `alpha`; a rejected claim is SUPPORTED or NOT SUPPORTED by the side of its
-p-value, every other claim INCONCLUSIVE. Each interval is also given at its Holm level
-(confidence 1 - 2 alpha / (k - rank); after Holm stops, the stopping step's), so the
-interval excludes the margin exactly when Holm rejects.
+(tcrformer.stats.sign_flip and .binary say how each is built, and what it estimates). Each
+gives two one-sided p-values against the margin in the claim's direction, p_support and
+p_refute, and a 95 % interval by inverting the same test. The smaller p-value of each
+experiment enters one Holm step-down family at `alpha`; a rejected claim is SUPPORTED or
+NOT SUPPORTED by the side of its p-value, every other claim INCONCLUSIVE. Each interval is
+also given at its Holm level (confidence 1 - 2 alpha / (k - rank); after Holm stops, the
+stopping step's), so the interval excludes the margin exactly when Holm rejects.
 
 A seed whose value is missing (NaN, a run that left no number) in any arm leaves the pairs,
-and the effect counts it (`seeds`: used, run); an infinite value stops the test (exact.py).
+and the effect counts it (`seeds`: used, run); an infinite value stops the test.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from tcrformer.chapters.claims import exact
 from tcrformer.chapters.claims.kinds import (  # noqa: F401 (the names, re-exported)
     DIRECTIONS,
     EFFECTS,
@@ -45,6 +43,10 @@ from tcrformer.chapters.claims.kinds import (  # noqa: F401 (the names, re-expor
     REFUTED,
     SUPPORTED,
 )
+from tcrformer.stats.binary import paired_binary_counts, paired_binary_interval, paired_binary_test
+from tcrformer.stats.holm import holm, holm_levels
+from tcrformer.stats.sides import Sides, disagree
+from tcrformer.stats.sign_flip import continuous_test, sign_flip_null
 
 CONFIDENCE = 0.95
 
@@ -87,9 +89,9 @@ def per_seed_values(name: str, samples: Sequence[np.ndarray]) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Effect(exact.Sides):
+class Effect(Sides):
     """An experiment's effect: the mean of its d_s, the 95 % interval, the two one-sided
-    p-values against the margin (exact.Sides), how the test was built, and the secondary
+    p-values against the margin (stats.sides.Sides), how the test was built, and the secondary
     test beside it (a t-test beside the sign-flip test, McNemar's beside the binary one)."""
 
     name: str
@@ -109,6 +111,11 @@ class Effect(exact.Sides):
     holm_high: float = math.nan
     holm_level: float = math.nan  # that interval's confidence
 
+    @property
+    def side(self) -> str:
+        """The verdict a rejection gives: SUPPORTED or NOT SUPPORTED, by the smaller p."""
+        return SUPPORTED if self.supports else REFUTED
+
 
 def _used(all_d: np.ndarray) -> np.ndarray:
     """The seeds with a value (NaN: none); an infinite value stays, for the test to refuse."""
@@ -118,8 +125,8 @@ def _used(all_d: np.ndarray) -> np.ndarray:
 def interval(name: str, d: np.ndarray, confidence: float) -> tuple[float, float]:
     """The interval of effect `name` by inverting its test, at `confidence`."""
     if name in BINARY:
-        return exact.paired_binary_interval(*exact.paired_binary_counts(d, name), confidence)
-    return exact.sign_flip_null(d, name).interval(confidence)
+        return paired_binary_interval(*paired_binary_counts(d, name), confidence)
+    return sign_flip_null(d, name).interval(confidence)
 
 
 def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: str) -> Effect:
@@ -134,11 +141,11 @@ def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: s
     if d.size < 2:
         return Effect(1.0, 1.0, estimate=math.nan, low=math.nan, high=math.nan, **common)
     if name in BINARY:
-        t = exact.paired_binary_test(d, margin, direction, CONFIDENCE, name)
+        t = paired_binary_test(d, margin, direction, CONFIDENCE, name)
         return Effect(t.p_support, t.p_refute, estimate=t.estimate, low=t.low, high=t.high,
                       method=t.method, secondary="McNemar (margin 0)", secondary_p=t.mcnemar_p,
                       **common)  # fmt: skip
-    t = exact.continuous_test(d, margin, direction, CONFIDENCE, name)
+    t = continuous_test(d, margin, direction, CONFIDENCE, name)
     t_side = t.t_support if t.p_support <= t.p_refute else t.t_refute
     return Effect(t.p_support, t.p_refute, estimate=t.estimate, low=t.low, high=t.high,
                   method=t.method, monte_carlo_error=t.monte_carlo_error, secondary="t-test",
@@ -146,26 +153,6 @@ def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: s
 
 
 # The family -------------------------------------------------------------------------------------
-
-
-def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure: which hypotheses are rejected at family-wise `alpha`
-    (each p-value at most its Holm level; holm_levels)."""
-    return [p <= level for p, level in zip(p_values, holm_levels(p_values, alpha), strict=True)]
-
-
-def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
-    """Each hypothesis's Holm level: alpha / (m - rank), rank by p-value, up to the first
-    that fails; that stopping level for every one after it. An interval at a claim's level
-    then excludes its margin exactly when Holm rejects it."""
-    order = np.argsort(p_values, kind="stable")
-    levels, stop = [math.nan] * len(p_values), None
-    for rank, index in enumerate(order):
-        level = alpha / (len(p_values) - rank)
-        if stop is None and p_values[index] > level:
-            stop = level
-        levels[index] = level if stop is None else stop
-    return levels
 
 
 @dataclass
@@ -199,7 +186,7 @@ def decide(effects: Mapping[str, Effect], alpha: float) -> tuple[dict[str, str],
         adjusted[claim_id] = replace(
             found, holm_low=low, holm_high=high, holm_level=1 - 2 * level,
             disagree=found.name not in BINARY
-            and exact.disagree(found.p_value, found.secondary_p, level),
+            and disagree(found.p_value, found.secondary_p, level),
         )  # fmt: skip
     return verdicts, adjusted
 

@@ -1,4 +1,5 @@
-"""The `claims:` config section (config/claims.yaml), typed; bad values name their key.
+"""The `claims:` config section (workflow/claims/config/claims.yaml), typed; bad values name
+their key.
 
 An arm is the paper's recipe (the `reversal:` keys) with the arm's keys changed, then
 `claims.overrides` laid over every arm; each claim names its arms in its `test`.
@@ -25,10 +26,9 @@ from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 
 JOB_FOLDER = "arms/{arm}/seed{seed}"  # one arm's seed, under results/<run>/claims/
-POWER_PLAN = "config/claims_power.yaml"  # the seeds each claim needs (tools/claims_power.py)
+# The seeds each claim needs (tools/claims_power.py), from the repository's root.
+POWER_PLAN = "workflow/claims/config/claims_power.yaml"
 TRAINED = ("experiment", "check")  # the kinds of claim whose arms are trained
-# The reviews of the design a registration records (their sha256), before any arm trains.
-REVIEWS = ("docs/claims_v4_review.md", "docs/claims_v4_review_final.md")
 # The speed benchmark trains no arm and times native kernels: portable mode would run the
 # GRU on MKL's slower COMPATIBLE branch against the Transformer's own kernels.
 BENCHMARK_NUMERICS = {"mode": "native"}
@@ -88,9 +88,14 @@ def _clamped(claim: Claim, arms: Mapping[str, Recipe], reduced: bool) -> Claim:
     return Claim(**{**asdict(claim), "test": test})
 
 
+# What a registration leaves out of an arm's recipe: its seed and name (each job's own), and
+# where and how the same recipe runs: the device, the logging, and the chunks a batch is
+# split into for the workers (each job's training_time.json records the recipe it ran).
+NOT_THE_EXPERIMENT = ("seed", "name", "device", "checkpoint_every", "log_every", "chunks")
+
+
 def _experiment(recipe: Recipe) -> dict[str, Any]:
-    skip = ("seed", "device", "checkpoint_every", "log_every", "name")
-    return {k: v for k, v in recipe.training_params().items() if k not in skip}
+    return {k: v for k, v in recipe.training_params().items() if k not in NOT_THE_EXPERIMENT}
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,7 @@ class Settings:
     arms: dict[str, Recipe]  # name -> the arm's recipe (seed: the paper's; each job sets its own)
     claims: tuple[Claim, ...]
     version: int = 4  # the claims protocol (docs/claims.md)
+    reviews: tuple[str, ...] = ()  # the reviews of the design, recorded by the registration
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -139,6 +145,7 @@ class Settings:
             speed=dict(section["speed"]),
             arms=arms,
             version=int(section.get("version", 4)),
+            reviews=tuple(section.get("reviews") or ()),
             claims=tuple(
                 _clamped(
                     Claim(**{**raw, "precondition": tuple(raw.get("precondition") or ())}),

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims.v4_metrics import GREEDY_ROOM
+from tcrformer.chapters.claims.metrics import GREEDY_ROOM
 
 KIND_TITLES = {
     "experiment": "Experiments (paired over seeds; one Holm family of those testable here)",
@@ -22,20 +22,34 @@ CHANGED = "CHANGED after registration"
 CODE_CHANGED = "decision code CHANGED after registration"
 
 
+UNCHECKED_CODE = (
+    "**Decision code not checked:** this registration fixed the code in another form than "
+    "the file digest (`decision_code`, not `decision_code_sha256`), which this checkout "
+    "cannot verify; no row is marked for code."
+)
+
+
 def registration_mark(claim, registration: Mapping[str, Any], recipes, code=None,
                       context=None) -> str:  # fmt: skip
     """Whether a claim, the arms it reads and the code that decides it are what was
-    registered before training (`code`: {claim id: sha256} of this checkout's decision
-    code, compute.decision_code_digest; a registration of v1-v3, keyed by file, differs)."""
+    registered before training (`code`: this checkout's compute.decision_code_sha256). A
+    registration without that digest is checked on the claim alone (code_checked)."""
     registered = (registration or {}).get("claims", {})
     if claim.id not in registered:
         return "not registered"
     if registered[claim.id] != claim.digest(recipes, context):
         return CHANGED
-    decided_by = (registration or {}).get("decision_code")
-    if code is not None and decided_by is not None and decided_by.get(claim.id) != code[claim.id]:
+    frozen = (registration or {}).get("decision_code_sha256")
+    if code is not None and frozen is not None and frozen != code:
         return CODE_CHANGED
     return "as registered"
+
+
+def code_checked(registration: Mapping[str, Any] | None) -> bool:
+    """Whether the registration's decision code can be checked: it has the file digest, or
+    fixed no code at all."""
+    registration = registration or {}
+    return "decision_code_sha256" in registration or "decision_code" not in registration
 
 
 def regime(claim, recipes: Mapping[str, Any]) -> str:
@@ -49,7 +63,7 @@ def regime(claim, recipes: Mapping[str, Any]) -> str:
 
 
 def planned_seeds(plan: Mapping[str, Any] | None, claim_id: str) -> float:
-    """The seeds the power plan (config/claims_power.yaml) asks of a claim; nan where it has
+    """The seeds the power plan (settings.POWER_PLAN) asks of a claim; nan where it has
     no row for it (a claim out of the Holm family by design, or no experiment) or no count."""
     seeds = ((plan or {}).get("claims") or {}).get(claim_id, {}).get("seeds")
     return math.nan if seeds is None else float(seeds)
@@ -173,11 +187,14 @@ def claims_markdown(table: pd.DataFrame, settings, registration: Mapping[str, An
     ]
     if settings.reduced:
         lines += ["**Reduced run: not a verdict.** Fewer seeds and steps than the claims need.", ""]
+    if not code_checked(registration):
+        lines += [UNCHECKED_CODE, ""]
     changed = table[table["registered"].isin([CHANGED, CODE_CHANGED])]
     if len(changed):
         lines += [f"**Changed after registration:** {', '.join(changed['id'])}.", ""]
     short = table[table["seeds"] < table["seeds_planned"]]
     if len(short):
+        # the plan's path from the chapter's folder (workflow/claims/)
         lines += ["**Fewer seeds than the power plan asks** (config/claims_power.yaml): "
                   + ", ".join(f"{r.id} used {r.seeds:g} of {r.seeds_planned:g}"
                               for r in short.itertuples(index=False)) + ".", ""]  # fmt: skip

@@ -1,6 +1,6 @@
-"""Claims v4's pure pieces (docs/claims_v4_design.md): the two redesigned metrics with their
-positive and negative controls (the exact tests: test_claims_exact.py; the code digest:
-test_claims_digest.py)."""
+"""The attention and beam metrics against their positive and negative controls: top-1
+agreement (training.attribution) and beam's net wins over greedy (models.decoding), each
+judged by the claims' own rule (the exact tests themselves: test_stats.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from tcrformer.chapters.claims import protocol
 from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
-from tcrformer.chapters.claims.v4_metrics import beam_outcomes, mass_on_top, top1_agreement
+from tcrformer.models.decoding import beam_outcomes
+from tcrformer.training.attribution import mass_on_top, top1_agreement
 
 
 def verdict_alone(d, margin: float, direction: str) -> str:
@@ -234,7 +235,7 @@ def _net_wins(kinds, width):
 
 
 def test_the_beam_snapshot_is_the_first_with_room_read_from_greedy_alone():
-    from tcrformer.chapters.claims.v4_metrics import GREEDY_ROOM, room_step
+    from tcrformer.chapters.claims.metrics import GREEDY_ROOM, room_step
 
     assert GREEDY_ROOM == (0.2, 0.9)
     # one seed's greedy exact by step, unordered on purpose: 300 has no room (0.05), 500 is

@@ -1,4 +1,4 @@
-"""Claims v4's exact tests (chapters/claims/exact.py): the sign-flip test by enumeration, by
+"""The exact tests (tcrformer.stats): the sign-flip test by enumeration, by
 dynamic programming on a lattice and by Monte Carlo, its interval and its t-test beside it;
 the exact unconditional test of paired binary outcomes, its interval and McNemar's; Holm
 and the exact binomial interval, each defined once."""
@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from tcrformer.chapters.claims import exact, protocol
-from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
+from tcrformer.stats import binary, holm, sides, sign_flip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +25,7 @@ def _counts_difference(rng, n, strings=1000):
 
 
 def _brute_p(d, margin, side):
-    """The sign-flip p-value by brute force, independent of exact.py: every sign vector e
+    """The sign-flip p-value by brute force, independent of tcrformer.stats: every sign vector e
     of the n seeds, T* = sum e_s (d_s - m) against the observed T (all signs +1);
     `greater` is P*(T* >= T), `less` P*(T* <= T), ties within a tiny tolerance counted."""
     centred = np.asarray(d, dtype=float) - margin
@@ -58,7 +57,7 @@ def _brute_sides(d, margin, direction):
 def test_sign_flip_is_the_brute_force_enumeration_and_scipys(margin):
     d = np.random.default_rng(3).normal(0.1, 0.4, size=8)
     for side in ("greater", "less"):
-        p = exact.sign_flip_p(d, margin, side)
+        p = sign_flip.sign_flip_p(d, margin, side)
         assert p == _brute_p(d, margin, side)  # both count of 2^8 sign vectors: exact
         found = stats.permutation_test((d - margin,), np.sum, permutation_type="samples",
                                        vectorized=True, n_resamples=np.inf,
@@ -66,9 +65,12 @@ def test_sign_flip_is_the_brute_force_enumeration_and_scipys(margin):
         assert p == pytest.approx(found.pvalue, rel=1e-12)
     # the margin matters: the p-values move across it, and the two sides add to just over 1
     # (the observed vector is in both tails)
-    greater, less = exact.sign_flip_p(d, margin, "greater"), exact.sign_flip_p(d, margin, "less")
+    greater, less = (
+        sign_flip.sign_flip_p(d, margin, "greater"),
+        sign_flip.sign_flip_p(d, margin, "less"),
+    )
     assert greater + less == pytest.approx(1 + 2.0**-8)
-    assert exact.sign_flip_p(d, margin + 1.0, "greater") > greater
+    assert sign_flip.sign_flip_p(d, margin + 1.0, "greater") > greater
 
 
 def test_sign_flip_counts_ties_as_extreme():
@@ -76,14 +78,14 @@ def test_sign_flip_counts_ties_as_extreme():
     d = np.array([0.1, 0.1, 0.2, -0.1, 0.3, 0.1])
     for margin in (0.0, 0.1):
         for side in ("greater", "less"):
-            assert exact.enumeration_null(d).p_value(margin, side) == _brute_p(d, margin, side)
+            assert sign_flip.enumeration_null(d).p_value(margin, side) == _brute_p(d, margin, side)
 
 
 @pytest.mark.parametrize("n", [12, 16])
 def test_lattice_dynamic_programme_is_enumeration_and_scipy(n):
     # margins on the lattice (0, 0.01, -0.05) and off it (0.0125: 12.5 strings of 1,000)
     d = _counts_difference(np.random.default_rng(n), n)
-    lattice, listed = exact.sign_flip_null(d, method="lattice"), exact.enumeration_null(d)
+    lattice, listed = sign_flip.sign_flip_null(d, method="lattice"), sign_flip.enumeration_null(d)
     assert lattice.method == "lattice" and lattice.lattice == 1000
     for margin in (0.0, 0.01, 0.0125, -0.05, float(np.median(d))):
         for side in ("greater", "less"):
@@ -97,11 +99,11 @@ def test_lattice_dynamic_programme_is_enumeration_and_scipy(n):
 
 def test_the_null_is_chosen_from_the_data_and_says_which(monkeypatch):
     rng = np.random.default_rng(0)
-    assert exact.sign_flip_null(rng.normal(size=12)).method == "enumeration"
-    on_lattice = exact.sign_flip_null(_counts_difference(rng, 30))
+    assert sign_flip.sign_flip_null(rng.normal(size=12)).method == "enumeration"
+    on_lattice = sign_flip.sign_flip_null(_counts_difference(rng, 30))
     assert (on_lattice.method, on_lattice.lattice, on_lattice.resamples) == ("lattice", 1000, 2**30)
-    monkeypatch.setattr(exact, "RESAMPLES", 999)  # the registered 10^6 is tested below
-    found = exact.continuous_test(rng.normal(size=30), 0.0, "greater", claim="dropout")
+    monkeypatch.setattr(sign_flip, "RESAMPLES", 999)  # the registered 10^6 is tested below
+    found = sign_flip.continuous_test(rng.normal(size=30), 0.0, "greater", name="dropout")
     assert (found.method, found.resamples, found.lattice) == ("monte_carlo", 999, None)
     assert found.monte_carlo_error > 0
 
@@ -111,12 +113,12 @@ def counts_48():
     """48 seeds of count differences (exact by the lattice) and the registered Monte Carlo
     null of the same values (B = 10^6)."""
     d = _counts_difference(np.random.default_rng(48), 48)
-    return d, exact.lattice_null(d, 1000), exact.monte_carlo_null(d)
+    return d, sign_flip.lattice_null(d, 1000), sign_flip.monte_carlo_null(d)
 
 
 def test_monte_carlo_p_is_within_its_error_of_the_exact_p_and_valid(counts_48):
     d, lattice, carlo = counts_48
-    assert carlo.resamples == exact.RESAMPLES == 10**6
+    assert carlo.resamples == sign_flip.RESAMPLES == 10**6
     centre = float(d.mean())
     for margin in centre + np.array([-0.04, -0.03, -0.02, 0.0, 0.02]):
         for side in ("greater", "less"):
@@ -142,44 +144,46 @@ def test_the_interval_is_the_test_inverted(counts_48):
     # (1 + #{nonempty F: mean_F d <= m}) / 2^n, so the margins the test rejects at gamma end
     # at a subset mean, the floor(gamma 2^n)-th smallest (Hartigan), the top one likewise
     x = np.random.default_rng(5).normal(0.2, 0.5, 10)
-    low, high = exact.enumeration_null(x).interval(0.95)
+    low, high = sign_flip.enumeration_null(x).interval(0.95)
     means = sorted(np.mean(x[list(F)]) for size in range(1, 11)
                    for F in itertools.combinations(range(10), size))  # fmt: skip
     k = math.floor(gamma * 2**10)
     assert (low, high) == pytest.approx((means[k - 1], means[-k]), abs=1e-9)
     assert _brute_p(x, low - 1e-6, "greater") <= gamma < _brute_p(x, low + 1e-6, "greater")
     assert _brute_p(x, high + 1e-6, "less") <= gamma < _brute_p(x, high - 1e-6, "less")
-    assert math.isnan(exact.enumeration_null(x[:4]).interval(0.95)[0])  # 2^-4 > 0.025
+    assert math.isnan(sign_flip.enumeration_null(x[:4]).interval(0.95)[0])  # 2^-4 > 0.025
 
 
 @pytest.mark.parametrize("direction", ["greater", "less", "equivalent"])
-def test_support_and_refute_are_v3s_by_direction(direction):
+def test_support_and_refute_follow_the_direction(direction):
     d = np.random.default_rng(11).normal(0.05, 0.1, size=8)
-    found = exact.continuous_test(d, 0.02, direction, claim="pre_ln_warmup")
-    v3 = _brute_sides(d, 0.02, direction)
-    assert (found.p_support, found.p_refute) == pytest.approx(v3, rel=1e-12)
-    assert found.p_value == min(v3) and found.side == (SUPPORTED if v3[0] <= v3[1] else REFUTED)
-    # protocol.effect of the same d_s (a seed mean) is the same test
+    found = sign_flip.continuous_test(d, 0.02, direction, name="pre_ln_warmup")
+    brute = _brute_sides(d, 0.02, direction)
+    assert (found.p_support, found.p_refute) == pytest.approx(brute, rel=1e-12)
+    assert found.p_value == min(brute) and found.supports == (brute[0] <= brute[1])
+    # the claims' effect of the same d_s (a seed mean) is the same test
+    from tcrformer.chapters.claims import protocol
+
     effect = protocol.effect("seed_mean", [d], 0.02, direction)
-    assert (effect.p_support, effect.p_refute) == pytest.approx(v3, rel=1e-12)
+    assert (effect.p_support, effect.p_refute) == pytest.approx(brute, rel=1e-12)
     assert (effect.method, effect.secondary, effect.seeds) == ("enumeration", "t-test", (8, 8))
-    binary = exact.paired_binary_test([1, 1, 0, -1, 1, 0, 1, 1], 0.1, direction)
-    sides = exact.support_and_refute(
-        lambda m, side: exact.paired_binary_p(5, 1, 8, m, side), 0.1, direction
+    paired = binary.paired_binary_test([1, 1, 0, -1, 1, 0, 1, 1], 0.1, direction)
+    expected = sides.support_and_refute(
+        lambda m, side: binary.paired_binary_p(5, 1, 8, m, side), 0.1, direction
     )
-    assert (binary.p_support, binary.p_refute) == sides
+    assert (paired.p_support, paired.p_refute) == expected
 
 
 @pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
-def test_values_that_are_not_finite_raise_naming_the_claim(bad):
+def test_values_that_are_not_finite_raise_naming_them(bad):
     d = [0.1, 0.2, bad, 0.05]
-    for test in (exact.sign_flip_p, exact.t_test_p):
+    for test in (sign_flip.sign_flip_p, sign_flip.t_test_p):
         with pytest.raises(ValueError, match=r"sqrt_dk: per-seed values not finite at \[2\]"):
-            test(d, 0.0, "greater", claim="sqrt_dk")
+            test(d, 0.0, "greater", name="sqrt_dk")
     with pytest.raises(ValueError, match="sqrt_dk"):
-        exact.continuous_test(d, 0.0, "greater", claim="sqrt_dk")
+        sign_flip.continuous_test(d, 0.0, "greater", name="sqrt_dk")
     with pytest.raises(ValueError, match="warmup"):
-        exact.paired_binary_test([1, 0, bad], 0.25, "greater", claim="warmup")
+        binary.paired_binary_test([1, 0, bad], 0.25, "greater", name="warmup")
 
 
 def test_the_t_test_is_reported_beside_and_a_disagreement_marked():
@@ -187,14 +191,14 @@ def test_the_t_test_is_reported_beside_and_a_disagreement_marked():
     # identity puts a seed below, so the sign-flip rejects (2^-12); the outlier's spread
     # keeps the t-test from rejecting
     d = np.array([0.01] * 11 + [10.0])
-    found = exact.continuous_test(d, 0.0, "greater", claim="outlier")
+    found = sign_flip.continuous_test(d, 0.0, "greater", name="outlier")
     assert found.p_support == 2.0**-12 and found.method == "enumeration"
     t_test = stats.ttest_1samp(d, 0.0, alternative="greater").pvalue
     assert found.t_support == pytest.approx(t_test)
     assert found.t_support > 0.05 and found.disagree(0.05) and not found.disagree(1e-5)
-    assert exact.disagree(0.01, 0.02, 0.05) is False and exact.disagree(0.01, 0.2, 0.05) is True
-    assert exact.disagree(0.3, 0.04, 0.05) is True and exact.disagree(0.3, math.nan, 0.05) is False
-    assert math.isnan(exact.t_test_p([0.5, 0.5, 0.5], 0.0, "greater"))
+    assert sides.disagree(0.01, 0.02, 0.05) is False and sides.disagree(0.01, 0.2, 0.05) is True
+    assert sides.disagree(0.3, 0.04, 0.05) is True and sides.disagree(0.3, math.nan, 0.05) is False
+    assert math.isnan(sign_flip.t_test_p([0.5, 0.5, 0.5], 0.0, "greater"))
 
 
 def test_the_continuous_test_keeps_its_level_and_finds_an_effect():
@@ -205,7 +209,7 @@ def test_the_continuous_test_keeps_its_level_and_finds_an_effect():
 
     def rejection_rate(shift):
         d = margin + shift + rng.laplace(0.0, 1.0, size=(claims, 10))
-        return np.mean([exact.sign_flip_p(row, margin, "greater") <= alpha for row in d])
+        return np.mean([sign_flip.sign_flip_p(row, margin, "greater") <= alpha for row in d])
 
     assert rejection_rate(0.0) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / claims)
     assert rejection_rate(1.0) >= 0.6
@@ -215,8 +219,8 @@ def test_the_lattice_test_keeps_its_level_at_48_seeds():
     # counts out of 100 strings, symmetric about a margin of 1 string: exact by the lattice
     rng, alpha, claims = np.random.default_rng(8), 0.05, 300
     k = rng.binomial(8, 0.5, size=(claims, 48)) - rng.binomial(8, 0.5, size=(claims, 48))
-    p = [exact.sign_flip_p((1 + row) / 100, 0.01, "greater") for row in k]
-    assert exact.sign_flip_null((1 + k[0]) / 100).method == "lattice"
+    p = [sign_flip.sign_flip_p((1 + row) / 100, 0.01, "greater") for row in k]
+    assert sign_flip.sign_flip_null((1 + k[0]) / 100).method == "lattice"
     assert np.mean(np.array(p) <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / claims)
 
 
@@ -227,15 +231,15 @@ def test_the_lattice_test_keeps_its_level_at_48_seeds():
 def test_paired_binary_all_plus_is_the_most_extreme_outcome_at_most_discordance(n, margin):
     # With every seed +1 only that outcome is as extreme; its probability is largest when
     # p01 is largest on the boundary, p10 = (1 + m) / 2: the p-value is ((1 + m) / 2)^n.
-    assert exact.paired_binary_p(n, 0, n, margin, "greater") == pytest.approx(
+    assert binary.paired_binary_p(n, 0, n, margin, "greater") == pytest.approx(
         ((1 + margin) / 2) ** n
     )
 
 
-def test_paired_binary_gives_the_reviewers_p_for_v3_warmup():
-    # issue 45 and the outside review: v3's warmup (7 seeds +1, 1 tie, margin 0.25), 0.02873
-    found = exact.paired_binary_test([1] * 7 + [0], 0.25, "greater", claim="warmup")
-    assert found.p_support == pytest.approx(0.02873, abs=5e-6) and found.side == SUPPORTED
+def test_paired_binary_gives_the_published_p_of_seven_plus_one_tie():
+    # 7 seeds +1 and 1 tie against margin 0.25: the exact unconditional p is 0.02873
+    found = binary.paired_binary_test([1] * 7 + [0], 0.25, "greater", name="warmup")
+    assert found.p_support == pytest.approx(0.02873, abs=5e-6) and found.supports
     assert (found.plus, found.minus, found.seeds, found.estimate) == (7, 0, 8, 0.875)
     assert found.mcnemar_p == pytest.approx(2**-7)
     assert found.low < 0.25 < 0.875 < found.high  # p > 0.025: the margin is inside the 95 %
@@ -243,9 +247,9 @@ def test_paired_binary_gives_the_reviewers_p_for_v3_warmup():
 
 def _brute_supremum(plus, minus, n, margin, points=200_001):
     """The tail probability's largest value over a fine grid of the nuisance p01."""
-    b, c, log_coef = exact._outcomes(n)
-    z = exact.tango_z(b, c, n, margin)
-    observed = exact.tango_z(np.array([plus]), np.array([minus]), n, margin)[0]
+    b, c, log_coef = binary._outcomes(n)
+    z = binary.tango_z(b, c, n, margin)
+    observed = binary.tango_z(np.array([plus]), np.array([minus]), n, margin)[0]
     extreme = z >= observed - 1e-9 * max(1.0, abs(observed))
     b, c, log_coef = b[extreme], c[extreme], log_coef[extreme]
     p01 = np.linspace(max(0.0, -margin), (1 - margin) / 2, points)[:, None]
@@ -256,15 +260,15 @@ def _brute_supremum(plus, minus, n, margin, points=200_001):
 
 @pytest.mark.parametrize(("plus", "minus", "n", "margin"), [(7, 0, 8, 0.25), (5, 1, 12, 0.25)])
 def test_the_supremum_over_the_nuisance_is_found(plus, minus, n, margin):
-    found = exact.paired_binary_p(plus, minus, n, margin, "greater")
+    found = binary.paired_binary_p(plus, minus, n, margin, "greater")
     assert found == pytest.approx(_brute_supremum(plus, minus, n, margin), abs=1e-10)
 
 
 def _null_size(n, margin, level):
     """The largest rejection probability over the whole null p10 - p01 <= margin, by
     enumeration of every outcome on a grid of (delta, p01)."""
-    b, c, _ = exact._outcomes(n)
-    rejected = [exact.paired_binary_p(int(i), int(j), n, margin, "greater") <= level
+    b, c, _ = binary._outcomes(n)
+    rejected = [binary.paired_binary_p(int(i), int(j), n, margin, "greater") <= level
                 for i, j in zip(b, c, strict=True)]  # fmt: skip
     b, c = b[rejected], c[rejected]
     log_coef = special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1)
@@ -290,22 +294,22 @@ def test_paired_binary_test_keeps_its_level_over_the_whole_null(n, level, review
 
 
 def test_paired_binary_rejects_a_clear_effect_and_keeps_a_null():
-    assert exact.paired_binary_p(12, 0, 12, 0.25, "greater") <= 0.005  # 0.625^12
-    assert exact.paired_binary_p(3, 3, 10, 0.0, "greater") > 0.5
-    assert exact.paired_binary_p(0, 9, 10, 0.25, "less") <= 0.005  # refuted side
-    assert exact.paired_binary_p(2, 5, 10, 0.1, "less") == exact.paired_binary_p(
+    assert binary.paired_binary_p(12, 0, 12, 0.25, "greater") <= 0.005  # 0.625^12
+    assert binary.paired_binary_p(3, 3, 10, 0.0, "greater") > 0.5
+    assert binary.paired_binary_p(0, 9, 10, 0.25, "less") <= 0.005  # refuted side
+    assert binary.paired_binary_p(2, 5, 10, 0.1, "less") == binary.paired_binary_p(
         5, 2, 10, -0.1, "greater"
     )
     with pytest.raises(ValueError, match="-1, 0 or 1"):
-        exact.paired_binary_test([1, 0, 0.5], 0.25, "greater", claim="warmup")
+        binary.paired_binary_test([1, 0, 0.5], 0.25, "greater", name="warmup")
 
 
 def test_the_paired_binary_interval_covers_at_its_level():
     # every outcome of 8 seeds, its 95 % interval; coverage of the true p10 - p01 at
     # several (p10, p01), including the boundary of v3's warmup and the all-or-none edges
     n = 8
-    b, c, _ = exact._outcomes(n)
-    intervals = np.array([exact.paired_binary_interval(int(i), int(j), n, 0.95, resolution=1e-4)
+    b, c, _ = binary._outcomes(n)
+    intervals = np.array([binary.paired_binary_interval(int(i), int(j), n, 0.95, resolution=1e-4)
                           for i, j in zip(b, c, strict=True)])  # fmt: skip
     assert (intervals[:, 0] <= (b - c) / n).all() and ((b - c) / n <= intervals[:, 1]).all()
     for p10, p01 in [(0.5, 0.1), (0.875, 0.0), (0.25, 0.0), (0.2, 0.2), (0.3, 0.6), (0.05, 0.0)]:
@@ -321,8 +325,8 @@ def test_the_paired_binary_interval_is_the_hull_of_the_kept_margins(monkeypatch)
         kept = abs(margin) < 0.3 or abs(margin + 0.7) < 0.015
         return 0.5 if kept else 0.0
 
-    monkeypatch.setattr(exact, "paired_binary_p", island)
-    low, high = exact.paired_binary_interval(4, 4, 8, 0.95)
+    monkeypatch.setattr(binary, "paired_binary_p", island)
+    low, high = binary.paired_binary_interval(4, 4, 8, 0.95)
     assert low == pytest.approx(-0.7, abs=1e-9) and high == pytest.approx(0.3, abs=1e-5)
 
 
@@ -336,39 +340,37 @@ def test_binary_power_by_enumeration():
 
 
 def test_mcnemar_is_the_binomial_split_of_the_discordant_seeds():
-    assert exact.mcnemar_exact_p(7, 0) == pytest.approx(2**-7)
-    assert exact.mcnemar_exact_p(0, 0) == 1.0
-    assert exact.mcnemar_exact_p(5, 3) == pytest.approx(stats.binom.sf(4, 8, 0.5))
-    assert exact.mcnemar_exact_p(3, 5, "less") == exact.mcnemar_exact_p(5, 3)
+    assert binary.mcnemar_exact_p(7, 0) == pytest.approx(2**-7)
+    assert binary.mcnemar_exact_p(0, 0) == 1.0
+    assert binary.mcnemar_exact_p(5, 3) == pytest.approx(stats.binom.sf(4, 8, 0.5))
+    assert binary.mcnemar_exact_p(3, 5, "less") == binary.mcnemar_exact_p(5, 3)
 
 
 # One of each ------------------------------------------------------------------------------------
 
 
 def test_holm_and_the_exact_binomial_interval():
-    assert protocol.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
-    assert protocol.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
-    assert protocol.holm([0.03, 0.001, 0.04], 0.05) == [False, True, False]  # 0.03 > 0.05 / 2
+    assert holm.holm([0.01, 0.04, 0.03], 0.05) == [True, False, False]
+    assert holm.holm([0.001, 0.02, 0.03], 0.05) == [True, True, True]
+    assert holm.holm([0.03, 0.001, 0.04], 0.05) == [False, True, False]  # 0.03 > 0.05 / 2
     # each claim's level: alpha / (m - rank) up to Holm's first failure, and that stopping
     # level for every claim after it (not its own, larger alpha / (m - rank))
-    assert protocol.holm_levels([0.03, 0.001, 0.04], 0.05) == pytest.approx(
-        [0.025, 0.05 / 3, 0.025]
-    )
-    assert protocol.holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
+    assert holm.holm_levels([0.03, 0.001, 0.04], 0.05) == pytest.approx([0.025, 0.05 / 3, 0.025])
+    assert holm.holm_levels([0.01, 0.04, 0.03, 0.005], 0.05) == pytest.approx(
         [0.05 / 3, 0.05 / 2, 0.05 / 2, 0.05 / 4]
     )
-    assert protocol.holm_levels([0.001, 0.02, 0.03], 0.05) == pytest.approx(
+    assert holm.holm_levels([0.001, 0.02, 0.03], 0.05) == pytest.approx(
         [0.05 / 3, 0.05 / 2, 0.05]
     )  # no failure: every claim at its own level
     # so a p-value is within its level exactly when Holm rejects it
     rng = np.random.default_rng(0)
     for _ in range(200):
         p = rng.uniform(0, 0.08, rng.integers(1, 7)).tolist()
-        levels = protocol.holm_levels(p, 0.05)
-        assert [pi <= level for pi, level in zip(p, levels, strict=True)] == protocol.holm(p, 0.05)
-    low, high = exact.exact_binomial_interval(0, 10)
+        levels = holm.holm_levels(p, 0.05)
+        assert [pi <= level for pi, level in zip(p, levels, strict=True)] == holm.holm(p, 0.05)
+    low, high = binary.exact_binomial_interval(0, 10)
     assert low == 0 and high == pytest.approx(1 - 0.025 ** (1 / 10))
-    low, high = exact.exact_binomial_interval(3, 10, 0.9)
+    low, high = binary.exact_binomial_interval(3, 10, 0.9)
     assert low == pytest.approx(stats.beta.ppf(0.05, 3, 8))
     assert high == pytest.approx(stats.beta.ppf(0.95, 4, 7))
 
@@ -376,9 +378,7 @@ def test_holm_and_the_exact_binomial_interval():
 def test_holm_and_the_binomial_interval_are_defined_once():
     from tools import golden
 
-    assert not hasattr(exact, "holm") and not hasattr(exact, "holm_levels")
-    assert not hasattr(protocol, "exact_binomial_interval")
-    assert golden.exact_binomial_interval is exact.exact_binomial_interval
+    assert golden.exact_binomial_interval is binary.exact_binomial_interval
     sources = [*(ROOT / "workflow").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]
     definitions = {
         "holm": re.compile(r"^def holm(_levels)?\b|alpha / \(len", re.MULTILINE),
@@ -389,5 +389,5 @@ def test_holm_and_the_binomial_interval_are_defined_once():
     for name, pattern in definitions.items():
         found = sorted(p.relative_to(ROOT).as_posix() for p in sources
                        if pattern.search(p.read_text()))  # fmt: skip
-        home = "protocol.py" if name == "holm" else "exact.py"
-        assert found == [f"workflow/lib/tcrformer/chapters/claims/{home}"], name
+        home = "holm.py" if name == "holm" else "binary.py"
+        assert found == [f"workflow/lib/tcrformer/stats/{home}"], name

@@ -1,23 +1,25 @@
-# Chapter claims (target `claims`, not part of `all`): what the explainer says in prose, tested.
-# Every claim, its experiment and its criterion are in config/claims.yaml, written before the
-# run; the verdicts are computed by code. Each (arm, seed) is its own training job, so the
-# SLURM and GPU profiles fan the chapter out.
-# tcrformer.chapters.claims: settings, compute (the rules below), figure_data (Figs. C1-C7).
+# Chapter claims (target `claims`, not part of `all`): what the explainer says in prose,
+# tested. This folder is the chapter's workflow (README.md): these rules, their scripts, and
+# the claims file (config/claims.yaml), whose every claim, experiment and criterion is
+# written before the run (read by workflow/Snakefile, before the config check); the
+# verdicts are computed by code, tcrformer.chapters.claims.
+# Each (arm, seed) is its own training job, so the SLURM and GPU profiles fan it out.
 #
 #   results/<run>/claims/arms/<arm>/seed<s>/   history, metrics of one arm and seed
 #   results/<run>/claims/benchmarks/           one benchmark job per claim that reads one
 #   results/<run>/claims/                      claims.{csv,md}, analytic.json, ...
 
 
-include: "claims_common.smk"
+include: "helpers.smk"
 
 
 wildcard_constraints:
     arm="|".join(CLAIMS.arms),
 
 
-# Before any arm trains: every claim's digest and the claims file's sha256. No params and no
-# inputs, so a later change to a claim never rewrites it; the summary compares against it.
+# Before any arm trains: every claim's digest, the decision code's and the claims file's
+# sha256. No inputs, and params that name files without holding them, so a later change to a
+# claim never rewrites it; the summary compares against it.
 rule claims_register:
     output:
         registration=result("claims", "registration.json"),
@@ -27,10 +29,10 @@ rule claims_register:
     conda:
         "../../envs/numeric.yaml"
     params:
-        claims_file="config/claims.yaml",
-        reviews=list(REVIEWS),
+        claims_file=os.path.relpath(CLAIMS_CONFIG / "claims.yaml"),
+        reviews=list(CLAIMS.reviews),
     script:
-        "../scripts/claims_register.py"
+        "scripts/claims_register.py"
 
 
 # One job trains an arm's seed and evaluates it: what a run keeps of it (history, metrics)
@@ -64,7 +66,7 @@ rule train_claim_arm:
         ),
         numerics=NUMERICS,
     script:
-        "../scripts/train_claim_arm.py"
+        "scripts/train_claim_arm.py"
 
 
 rule claims_analytic:
@@ -78,7 +80,7 @@ rule claims_analytic:
     params:
         config=params_of("claims", "toy", "notes", "reversal", "figures"),
     script:
-        "../scripts/claims_analytic.py"
+        "scripts/claims_analytic.py"
 
 
 # The benchmarks: one job per claim whose test reads one (its numbers from its own test).
@@ -98,7 +100,7 @@ rule claims_cost:
     params:
         config=params_of("claims", "reversal", "toy", "notes", "figures", "numerics"),
     script:
-        "../scripts/claims_cost.py"
+        "scripts/claims_cost.py"
 
 
 rule claims_rnn_speed:
@@ -119,7 +121,7 @@ rule claims_rnn_speed:
         speed=CLAIMS.speed,
         numerics=CLAIMS.benchmark_numerics(NUMERICS),
     script:
-        "../scripts/claims_rnn_speed.py"
+        "scripts/claims_rnn_speed.py"
 
 
 rule claims_summary:
@@ -136,11 +138,11 @@ rule claims_summary:
             rules.claims_rnn_speed.output.speed,
             claim=CLAIMS.benchmarked_by("claims_rnn_speed"),
         ),
-        plan=CLAIMS_PLAN,
+        plan=os.path.relpath(CLAIMS_PLAN),
     output:
         table=report(
             result("claims", "claims.csv"),
-            caption="../report/claims_table.rst",
+            caption="report/claims_table.rst",
             category=CATEGORIES["claims"],
         ),
         md=result("claims", "claims.md"),
@@ -154,7 +156,7 @@ rule claims_summary:
         config=params_of("claims", "reversal", "toy", "notes", "figures"),
         jobs=claim_jobs(),
     script:
-        "../scripts/claims_summary.py"
+        "scripts/claims_summary.py"
 
 
 rule claims:

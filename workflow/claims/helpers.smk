@@ -1,13 +1,11 @@
 # Helpers of the claims chapter (kept apart from its rules, as snakemake --lint asks).
 
-from pathlib import Path
-
-from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN, REVIEWS
+from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
 
 CLAIMS = settings("claims")
 CLAIM_ARMS = CLAIMS.used_arms()
-# The power plan (seeds each claim needs), reported beside the seeds run, where there is one.
-CLAIMS_PLAN = [POWER_PLAN] if Path(POWER_PLAN).exists() else []
+# The power plan (the seeds each claim needs), reported beside the seeds run.
+CLAIMS_PLAN = Path(workflow.current_basedir).parents[1] / POWER_PLAN
 
 
 def claim_recipe(wc):

@@ -23,7 +23,7 @@ def main(smk):
         read_json(smk.input.analytic),
         {found["claim"]: found for found in map(read_json, smk.input.benchmarks)},
         read_json(smk.input.registration),
-        yaml.safe_load(open(smk.input.plan[0])) if smk.input.plan else None,
+        yaml.safe_load(open(smk.input.plan)),
     )
     write_named(smk.output, results)
 

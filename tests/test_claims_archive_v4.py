@@ -1,0 +1,78 @@
+"""The finished claims v4 run, summarised again by this checkout from its archive
+(results/archive/claims_v4.tar.gz): every verdict as archived, nothing marked CHANGED. Its
+registration fixed the decision code function by function, which the file digest cannot
+check; the table says so in one line, and that line is all that differs."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tcrformer.chapters.claims.compute import claims_summary
+from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
+from tcrformer.chapters.claims.summary import CHANGED, CODE_CHANGED, UNCHECKED_CODE
+from tcrformer.core.io import read_json, write_named
+from tcrformer.validation import validate
+
+from conftest import ROOT, default_config
+
+ARCHIVE = ROOT / "results/archive/claims_v4.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory) -> Path:
+    """The archive's claims folder of run `paper`, unpacked."""
+    folder = tmp_path_factory.mktemp("v4")
+    with tarfile.open(ARCHIVE, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith("results/paper/claims/")]
+        tar.extractall(folder, members=members, filter="data")
+    return folder / "results/paper/claims"
+
+
+def summarise(claims: Path, out: Path) -> dict[str, Path]:
+    """What claims_summary writes from an archived run's files, as the rule reads them."""
+    settings = validate(default_config(), ROOT / "workflow/schemas/config.schema.yaml")["claims"]
+    metrics, histories = {}, {}
+    for arm in settings.used_arms():
+        for seed in settings.seeds_of(arm):
+            job = claims / JOB_FOLDER.format(arm=arm, seed=seed)
+            metrics.setdefault(arm, []).append(read_json(job / "metrics.json"))
+            histories.setdefault(arm, []).append(pd.read_csv(job / "history.csv"))
+    benchmarks = [
+        *settings.benchmarked_by("claims_cost"),
+        *settings.benchmarked_by("claims_rnn_speed"),
+    ]
+    results = claims_summary(
+        settings,
+        metrics,
+        histories,
+        read_json(claims / "analytic.json"),
+        {claim: read_json(claims / f"benchmarks/{claim}.json") for claim in benchmarks},
+        read_json(claims / "registration.json"),
+        yaml.safe_load((ROOT / POWER_PLAN).read_text()),
+    )
+    paths = {"table": out / "claims.csv", "md": out / "claims.md",
+             "figure_data": out / "figure_data.json"}  # fmt: skip
+    write_named(paths, results)
+    return paths
+
+
+def test_the_v4_table_reproduces_from_its_archive(archived, tmp_path):
+    again = summarise(archived, tmp_path)
+    assert again["table"].read_bytes() == (archived / "claims.csv").read_bytes()
+    table = pd.read_csv(again["table"])
+    assert not table["registered"].isin([CHANGED, CODE_CHANGED]).any()
+    assert set(table["registered"]) == {"as registered"}
+    assert again["figure_data"].read_bytes() == (archived / "figure_data.json").read_bytes()
+    # the markdown: the archived one, and the one line (with its blank) that says the
+    # registration's code was not checked
+    lines = again["md"].read_text(encoding="utf-8").splitlines()
+    assert lines.count(UNCHECKED_CODE) == 1
+    at = lines.index(UNCHECKED_CODE)
+    assert lines[at + 1] == ""
+    kept = lines[:at] + lines[at + 2 :]
+    assert kept == (archived / "claims.md").read_text(encoding="utf-8").splitlines()
