@@ -69,10 +69,14 @@ def test_the_v4_table_reproduces_from_its_archive(archived, tmp_path):
     assert set(table["registered"]) == {"as registered"}
     assert again["figure_data"].read_bytes() == (archived / "figure_data.json").read_bytes()
     # the markdown: the archived one, and the one line (with its blank) that says the
-    # registration's code was not checked
+    # registration's code was not checked; its title (the same claims version) names the
+    # source documents in today's words
     lines = again["md"].read_text(encoding="utf-8").splitlines()
     assert lines.count(UNCHECKED_CODE) == 1
     at = lines.index(UNCHECKED_CODE)
     assert lines[at + 1] == ""
     kept = lines[:at] + lines[at + 2 :]
-    assert kept == (archived / "claims.md").read_text(encoding="utf-8").splitlines()
+    archived_lines = (archived / "claims.md").read_text(encoding="utf-8").splitlines()
+    assert kept[0] == "# Claims: what the explainer says, tested (claims version 4)"
+    assert archived_lines[0].startswith("# Claims: ") and archived_lines[0].endswith("(claims version 4)")
+    assert kept[1:] == archived_lines[1:]

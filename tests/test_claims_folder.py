@@ -43,7 +43,10 @@ def test_the_pipeline_runs_without_the_claims_folder(workflow_copy):
     shutil.rmtree(workflow_copy / "workflow/claims")
     snakefile = workflow_copy / "workflow/Snakefile"
     text = snakefile.read_text()
-    lines = ['configfile: CLAIMS_CONFIG / "claims.yaml"\n', 'include: "claims/claims.smk"\n']
+    lines = [
+        'OWN_CONFIG_FILES.append(Path(workflow.current_basedir) / "claims/config/claims.yaml")\n',
+        'include: "claims/claims.smk"\n',
+    ]
     assert all(text.count(line) == 1 for line in lines)
     for line in lines:
         text = text.replace(line, "")

@@ -29,7 +29,7 @@ rule claims_register:
     conda:
         "../../envs/numeric.yaml"
     params:
-        claims_file=os.path.relpath(CLAIMS_CONFIG / "claims.yaml"),
+        claims_file=os.path.relpath(OWN_CONFIG_FILES[1]),
         reviews=list(CLAIMS.reviews),
     script:
         "scripts/claims_register.py"
