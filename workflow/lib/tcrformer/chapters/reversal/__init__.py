@@ -12,3 +12,7 @@
 
 Importing this package is cheap: settings.py needs no torch, so the Snakefile can use it.
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="reversal", category="4. Reversal training", writes_values=True)
