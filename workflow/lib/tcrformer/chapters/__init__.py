@@ -20,16 +20,24 @@ import pkgutil
 from tcrformer.chapters.record import Chapter
 
 
-def packages() -> tuple[str, ...]:
-    """Every chapter package in this folder, by name (each has a settings module)."""
-    return tuple(sorted(found.name for found in pkgutil.iter_modules(__path__) if found.ispkg))
+def _found() -> list[str]:
+    """The names of the packages in this folder."""
+    return sorted(found.name for found in pkgutil.iter_modules(__path__) if found.ispkg)
 
 
 def records() -> tuple[Chapter, ...]:
     """The record of every package that declares one, in the report's order."""
-    packaged = (importlib.import_module(f"tcrformer.chapters.{name}") for name in packages())
+    packaged = (importlib.import_module(f"tcrformer.chapters.{name}") for name in _found())
     declared = (getattr(package, "CHAPTER", None) for package in packaged)
     return tuple(sorted((r for r in declared if r is not None), key=lambda r: r.category))
+
+
+def packages() -> tuple[str, ...]:
+    """Every chapter package: those with a record in the report's order, then the others.
+    The config check runs their settings in this order, so a chapter that reads another's
+    section (ensemble, claims: reversal's) names its own keys only once that one has passed."""
+    declared = [chapter.name for chapter in records()]
+    return (*declared, *(name for name in _found() if name not in declared))
 
 
 def module(chapter: str, part: str):
