@@ -119,6 +119,7 @@ def run_one(fault: str, recipe, outputs, numerics: dict) -> dict:
 
 def main(smk) -> None:
     from tcrformer.core.io import write_json
+    from tcrformer.core.power import FAULTS_FILE, read_power_plan
     from tcrformer.core.runner import torch_numerics
 
     numerics = torch_numerics(smk)
@@ -127,7 +128,9 @@ def main(smk) -> None:
     recipe = with_overrides(Recipe.from_params(smk.params.recipe), seed=int(smk.wildcards.seed))
     outputs = {name: smk.output[name] for name in TRAINED}
     values = run_one(smk.wildcards.fault, recipe, outputs, numerics)
-    what = {"fault": smk.wildcards.fault, "breaks": smk.params.breaks, "seed": recipe.seed}
+    plan = read_power_plan(Path(smk.scriptdir).resolve().parent / "config" / FAULTS_FILE)
+    fault = smk.wildcards.fault
+    what = {"fault": fault, "breaks": plan.faults[fault], "seed": recipe.seed}
     write_json(smk.output.values, {**what, **values})
 
 

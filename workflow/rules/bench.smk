@@ -70,7 +70,6 @@ rule golden_power:
         mem_mb=2000,
     params:
         recipe=REVERSAL["reversal"].params(),
-        breaks=lambda wc: POWER.faults[wc.fault],
         numerics=NUMERICS,
     script:
         "../../bench/golden_power.py"
