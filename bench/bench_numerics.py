@@ -8,8 +8,7 @@ for `--steps` steps after a warm-up and reports steps/s; blocks of the variants 
 so a machine that gets busier slows all alike, and the summary takes the median block.
 Variants: portable on one worker, native on one worker, native on two workers (the
 hand-written step's processes, one torch thread each).
-Times are for reading, never for tests. (Seeds batched into one vmapped computation were
-measured here too, at 0.69x separate runs on 2 cores; they are gone: bench/README.md.)
+Times are for reading, never for tests.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """Power of the golden check: how often it FAILs a run whose training code is broken.
 
-    snakemake --cores 2 power --config run=golden_v3_power    # results/golden_v3_power/power/
-    python -m tools.golden power results/golden_v3_power/power  # config/golden/v3/power.csv
+    snakemake --cores 2 power --config run=power     # results/power/power/
+    python -m tools.golden power results/power/power  # config/golden/v3/power.csv
 
 A band wide enough never to fail a correct run could also never catch a broken one. Each
-fault below is a change to the code, made in this harness alone by patching the library in
-the one process that trains and evaluates (never a config option, so a user cannot switch
-it on). The rule `golden_power` trains the paper recipe with one fault for one seed through
-the chapter's own compute functions, writing the reversal chapter's values.json. Offline,
-once every registered run is done, `tools.golden power` judges each run with the committed
-bands and counts how often each fault FAILs, with an exact interval.
+fault of the plan (config/golden/v3/faults.yaml: its name, what it breaks, the seeds) is a
+change to the code, made here alone by patching the library in the one process that trains
+and evaluates (never a config option, so a user cannot switch it on). The rule
+`golden_power` (workflow/rules/bench.smk) trains the paper recipe with one fault for one
+seed through the chapter's own compute functions, writing the reversal chapter's
+values.json. Offline, once every run of the plan is done, `tools.golden power` judges each
+run with the committed bands and counts how often each fault FAILs, with an exact interval.
 """
 
 import contextlib
@@ -18,22 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-# Golden check v3's power faults (issue 44), written down and committed before any run of
-# them, and before the v3 method was chosen; none of the method's windows, keys or levels was
-# tuned on them. Each is a slip a contributor could make in the model, the data or the
-# recipe. (Versions 1 and 2 were shaped on other faults; their records are in the archive.)
-FAULTS = {
-    "warmup_doubled": "the Noam schedule warms up over twice the recipe's warmup steps",
-    "dropout_off": "the model is built without dropout (the recipe still says 0.1)",
-    "positions_sin_cos_swapped": "the positional table has cosines in its even columns, sines "
-    "in its odd ones",
-    "padding_scored": "the loss also scores the padding positions of the target (the rows "
-    "after <eos>), as a loss that forgot its ignore_index would",
-    "targets_shifted_twice": "the decoder's targets are shifted by one position too many: it "
-    "learns y[t + 2] from y[..t]",
-    "causal_mask_leaks": "the causal mask lets each target position see one position ahead",
-}
-SEEDS = tuple(range(300, 308))  # fresh seeds of the paper recipe, used by no earlier check
 CONTROL = "none"  # run_one without a fault: the library as it is
 
 
@@ -108,6 +93,8 @@ def training_fault(fault: str) -> Iterator[None]:
             mock.patch.object(transformer, "causal_mask", causal_mask),
             mock.patch.object(decoding, "causal_mask", causal_mask),
         ]
+    elif fault != CONTROL:
+        raise ValueError(f"unknown fault {fault!r}; the plan's are in config/golden/v3/faults.yaml")
     with contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)
@@ -123,8 +110,6 @@ def run_one(fault: str, recipe, outputs, numerics: dict) -> dict:
     from tcrformer.chapters.reversal.compute import evaluate_reversal, train_reversal
     from tcrformer.core.io import write_named
 
-    if fault not in (*FAULTS, CONTROL):
-        raise ValueError(f"unknown fault {fault!r}; expected one of {', '.join(FAULTS)}")
     checkpoints = Path(outputs["model"]).parent / "checkpoints"
     with training_fault(fault):
         write_named(outputs, train_reversal(recipe, checkpoints, numerics))
@@ -134,6 +119,7 @@ def run_one(fault: str, recipe, outputs, numerics: dict) -> dict:
 
 def main(smk) -> None:
     from tcrformer.core.io import write_json
+    from tcrformer.core.power import FAULTS_FILE, read_power_plan
     from tcrformer.core.runner import torch_numerics
 
     numerics = torch_numerics(smk)
@@ -142,10 +128,10 @@ def main(smk) -> None:
     recipe = with_overrides(Recipe.from_params(smk.params.recipe), seed=int(smk.wildcards.seed))
     outputs = {name: smk.output[name] for name in TRAINED}
     values = run_one(smk.wildcards.fault, recipe, outputs, numerics)
+    plan = read_power_plan(Path(smk.scriptdir).resolve().parent / "config" / FAULTS_FILE)
     fault = smk.wildcards.fault
-    write_json(
-        smk.output.values, {"fault": fault, "breaks": FAULTS[fault], "seed": recipe.seed, **values}
-    )
+    what = {"fault": fault, "breaks": plan.faults[fault], "seed": recipe.seed}
+    write_json(smk.output.values, {**what, **values})
 
 
 if "snakemake" in globals():

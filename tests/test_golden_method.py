@@ -180,7 +180,8 @@ def test_the_power_table_judges_each_faulty_run(tmp_path):
 
 def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys, monkeypatch):
     """Power is judged once, on all of the faults and seeds registered in
-    bench/golden_power.py: an unfinished run stops it with one line, and nothing is written."""
+    config/golden/v3/faults.yaml: an unfinished run stops it with one line, and nothing is
+    written."""
     faults, seeds = method.registered_faults()
     assert len(faults) >= 5 and len(seeds) >= 8  # the issue's floor
     for fault in faults:

@@ -1,11 +1,12 @@
-"""The golden check's power harness (bench/golden_power.py): every fault it injects changes
-what the training or the evaluation computes, and the recorded power is what the golden
-logic gives on the recorded runs."""
+"""The golden check's power harness (bench/golden_power.py): every fault of the plan
+(config/golden/v3/faults.yaml) is one it injects, and each changes what the training or the
+evaluation computes."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from unittest import mock
@@ -15,6 +16,8 @@ import pytest
 import torch
 
 from tcrformer.core import numerics
+from tcrformer.core.golden import GoldenFileError
+from tcrformer.core.power import FAULTS_FILE, read_power_plan
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import ROOT, default_config
@@ -32,6 +35,7 @@ def harness(name: str):
 
 
 POWER = harness("golden_power")
+PLAN = read_power_plan(ROOT / "config" / FAULTS_FILE)
 TINY = dict(
     d_model=16, num_heads=2, d_ff=32, num_layers=2, steps=30, batch_size=16, warmup=10,
     log_every=30, report_every=10, eval_n=40, device="cpu", checkpoint_every=1000,
@@ -56,7 +60,23 @@ def clean(tmp_path_factory):
     return tiny_run(POWER.CONTROL, tmp_path_factory.mktemp("clean"))
 
 
-@pytest.mark.parametrize("fault", list(POWER.FAULTS))
+def test_the_harness_injects_exactly_the_plans_faults():
+    source = (BENCH / "golden_power.py").read_text()
+    assert set(re.findall(r'fault == "(\w+)"', source)) == set(PLAN.faults)
+    assert PLAN.seeds == tuple(range(300, 308))
+
+
+def test_a_broken_plan_is_one_line_naming_the_file(tmp_path):
+    plan = tmp_path / "faults.yaml"
+    for text in ("faults: {}\nseeds: [1]\n", "faults: {a: b}\n", "[1, 2"):
+        plan.write_text(text)
+        with pytest.raises(GoldenFileError, match=str(plan)):
+            read_power_plan(plan)
+    with pytest.raises(GoldenFileError, match="not found"):
+        read_power_plan(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize("fault", list(PLAN.faults))
 def test_every_fault_changes_what_the_run_computes(fault, clean, tmp_path):
     broken = tiny_run(fault, tmp_path)
     assert broken.keys() == clean.keys()
@@ -65,7 +85,7 @@ def test_every_fault_changes_what_the_run_computes(fault, clean, tmp_path):
 
 
 def test_the_faults_leave_the_library_as_it_was(clean, tmp_path):
-    for fault in POWER.FAULTS:
+    for fault in PLAN.faults:
         tiny_run(fault, tmp_path / fault)
     assert tiny_run(POWER.CONTROL, tmp_path / "again") == clean
 
@@ -75,7 +95,7 @@ def test_an_unknown_fault_is_refused(tmp_path):
         tiny_run("gremlins", tmp_path)
 
 
-TRAINING_FAULTS = list(POWER.FAULTS)
+TRAINING_FAULTS = list(PLAN.faults)
 FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
 STEPS = 10  # the fingerprint's first steps: every fault has changed a loss by then
 SHORT_RUN = """

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tcrformer.chapters import PACKAGES
+from tcrformer.chapters import packages, records
 from tcrformer.core.config import ConfigError
 
-from conftest import ROOT
+from conftest import ROOT, snakemake
 
 LIB = ROOT / "workflow" / "lib" / "tcrformer"
 RULES = ROOT / "workflow" / "rules"
@@ -57,7 +57,7 @@ def rule_file(chapter: str) -> Path:
     return own if own.exists() else RULES / f"{chapter}.smk"
 
 
-@pytest.mark.parametrize("chapter", PACKAGES)
+@pytest.mark.parametrize("chapter", packages())
 def test_every_chapter_is_a_package_of_settings_compute_and_figure_data(chapter):
     settings = importlib.import_module(f"tcrformer.chapters.{chapter}.settings")
     assert inspect.ismethod(settings.Settings.from_config), "Settings.from_config, a classmethod"
@@ -84,7 +84,7 @@ def rules_of(path: Path) -> list[str]:
     return [name for name in names if scripts.get(name) == name and name in in_scripts]
 
 
-@pytest.mark.parametrize("chapter", PACKAGES)
+@pytest.mark.parametrize("chapter", packages())
 def test_every_chapter_is_checked_by_the_config_check(chapter, monkeypatch):
     """The workflow's validation runs each chapter's own checks: break one, and it stops."""
     from tcrformer.validation import validate
@@ -101,7 +101,67 @@ def test_every_chapter_is_checked_by_the_config_check(chapter, monkeypatch):
         validate(default_config(), ROOT / "workflow/schemas/config.schema.yaml")
 
 
+# The claims are a unit of their own: their package has no record, and the Snakefile includes
+# their rule file apart from the chapters'.
+APART = {"claims"}
+
+
+def test_every_chapter_declares_itself_once_in_its_package():
+    declared = {chapter.name for chapter in records()}
+    assert declared == set(packages()) - APART
+    for chapter in records():
+        assert importlib.import_module(f"tcrformer.chapters.{chapter.name}").CHAPTER == chapter
+    assert [c.category for c in records()] == sorted(c.category for c in records())
+    assert chapter_lists(ROOT) == []
+
+
+def chapter_lists(root: Path) -> list[str]:
+    """Files under `root`'s workflow/ that spell a list of chapters by hand: a list, tuple,
+    set or dict (its keys) of three or more chapter names, in the library or a rule file (a
+    call's arguments name config sections, such as params_of("toy", "notes", "figures"))."""
+    names, found = set(packages()), []
+    for path in sorted((root / "workflow").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+            if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict) and sum(
+                isinstance(i, ast.Constant) and i.value in names for i in items) >= 3:  # fmt: skip
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    rule_files = [*(root / "workflow/rules").glob("*.smk"), root / "workflow/Snakefile"]
+    literal = re.compile(r"(?<![\w)\]])[\[({][^\])}]*[\])}]")  # not a call's arguments
+    for path in sorted(rule_files):
+        for group in literal.findall(path.read_text()):
+            if len(set(re.findall(r"[\"'](\w+)[\"']", group)) & names) >= 3:
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_the_chapter_list_check_sees_a_hand_kept_list(tmp_path):
+    """The check can fail: a copy of the workflow with a list of chapters put back in a rule
+    file and in the library is caught."""
+    import shutil
+
+    shutil.copytree(ROOT / "workflow", tmp_path / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    with (tmp_path / "workflow/rules/common.smk").open("a") as rules:
+        rules.write('\nVALUE_CHAPTERS = ["toy", "notes", "plm", "reversal"]\n')
+    with (tmp_path / "workflow/lib/tcrformer/figures.py").open("a") as lib:
+        lib.write('\nORDER = {"toy": 1, "plm": 2, "notes": 3}\n')
+    found = [place.split(":")[0] for place in chapter_lists(tmp_path)]
+    assert found == ["workflow/lib/tcrformer/figures.py", "workflow/rules/common.smk"]
+
+
+def test_the_snakefile_includes_the_chapters_rule_files_from_their_records():
+    text = (ROOT / "workflow/Snakefile").read_text()
+    loop = 'for chapter in CHAPTERS:\n\n    include: f"rules/{chapter.name}.smk"\n'
+    assert loop in text
+    by_hand = [c.name for c in records() if f'include: "rules/{c.name}.smk"' in text]
+    assert not by_hand, by_hand
+
+
+# Each layer looks only down -------------------------------------------------------------------
+
 BENCH = ROOT / "bench"
+TOOLS = ROOT / "tools"
 # import_module calls whose argument is neither a literal nor an f-string: what each can
 # import, by the module that makes the call. A new call of this kind fails the graph test
 # until it is named here.
@@ -111,11 +171,27 @@ DYNAMIC_IMPORTS = {
 }  # fmt: skip
 
 
+# The layers, lowest first: a module imports its own layer and those below, never one above.
+# The scripts and rule files sit above them all.
+LAYERS = ("core", "models", "plotting", "training", "chapters", "workflow", "offline")
+
+
+def layer(module: str) -> int:
+    """tcrformer.<layer>...; the library's own top-level modules (figures, validation,
+    notebook) are the workflow's way in; bench.* and tools.* are offline."""
+    parts = module.split(".")
+    if parts[0] in ("bench", "tools"):
+        return LAYERS.index("offline")
+    if module == "tcrformer":
+        return LAYERS.index("core")  # the package's constants (AMINO_ACIDS, __version__)
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else LAYERS.index("workflow")
+
+
 def module_name(path: Path) -> str:
     if path.is_relative_to(LIB):
         dotted = ".".join(path.relative_to(LIB).with_suffix("").parts)
         return ("tcrformer." + dotted).removesuffix(".__init__")
-    return "bench." + path.stem
+    return f"{path.parent.name}.{path.stem}".removesuffix(".__init__")
 
 
 def imported_names(tree: ast.AST, module: str, known: set[str]) -> set[str]:
@@ -145,19 +221,17 @@ def imported_names(tree: ast.AST, module: str, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """{module: the modules it imports} over the library and bench/."""
-    paths = [*LIB.rglob("*.py"), *BENCH.glob("*.py")]
+    """{module: the modules it imports} over the library, bench/ and tools/."""
+    paths = [*LIB.rglob("*.py"), *BENCH.glob("*.py"), *TOOLS.glob("*.py")]
     known = {module_name(p) for p in paths}
     return {module_name(p): imported_names(ast.parse(p.read_text()), module_name(p), known)
             for p in paths}  # fmt: skip
 
 
-def workflow_bench_modules() -> set[str]:
-    """The bench/ files the workflow runs or loads (a rule's script:, bench_module(...))."""
-    text = "\n".join(p.read_text() for p in [*RULES.glob("*.smk"), ROOT / "workflow/Snakefile"])
-    scripts = re.findall(r'"\.\./\.\./bench/(\w+)\.py"', text)
-    loaded = re.findall(r'bench_module\("(\w+)"\)', text)
-    return {f"bench.{name}" for name in [*scripts, *loaded]}
+def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """{module: what it imports from a layer above its own}."""
+    found = {m: sorted(n for n in names if layer(n) > layer(m)) for m, names in graph.items()}
+    return {m: names for m, names in found.items() if names}
 
 
 def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -179,31 +253,92 @@ def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_core_imports_no_chapter_and_no_module_imports_its_importer():
-    """core/ knows no chapter; the library imports nothing of bench/ (bench/ sits above it,
-    and the workflow runs some of it); and no import cycle anywhere, importlib's included."""
+def test_every_layer_imports_only_the_layers_below_it():
+    """core < models < plotting < training < chapters < the workflow's way in < bench/,
+    tools/: importlib's imports counted; and no import cycle anywhere."""
     imports = import_graph()
-    core = {m: i for m, i in imports.items() if m.startswith("tcrformer.core")}
-    assert not {m: sorted(i) for m, i in core.items() if any(".chapters" in n for n in i)}
-    lib = {m: i for m, i in imports.items() if m.startswith("tcrformer")}
-    assert not {m: sorted(i) for m, i in lib.items() if any(n.startswith("bench") for n in i)}
+    assert upward_imports(imports) == {}
     cycles = [c for c in cycles_in(imports) if len(set(c)) > 1 or c[0] != c[-1]]
     assert not cycles, cycles
 
 
-def test_the_graph_sees_importlib_and_the_workflows_bench_files():
-    """What the graph test reads: an f-string import_module (chapters.part_of), the figure
-    table's dynamic one, and the bench files the ensemble rules load and run."""
+def test_the_graph_sees_importlib_and_an_import_up_a_layer():
+    """What the graph test reads: an f-string import_module (chapters.module), the figure
+    table's dynamic one; an import up a layer, and a cycle through importlib, are caught."""
     imports = import_graph()
     assert "tcrformer.chapters.toy.settings" in imports["tcrformer.chapters"]
     assert "tcrformer.plotting.schematics" in imports["tcrformer.figures"]
-    used = workflow_bench_modules()
-    assert {"bench.golden_power"} <= used
-    assert all(name in imports for name in used), used
     assert "tcrformer.models.fast" in imports["bench.golden_power"]
+    up = {**imports, "tcrformer.training.loop": {"tcrformer.chapters.toy.compute"}}
+    assert upward_imports(up)["tcrformer.training.loop"] == ["tcrformer.chapters.toy.compute"]
     # A cycle through an importlib edge is found: chapters -> toy.settings -> chapters.
     looped = {**imports, "tcrformer.chapters.toy.settings": {"tcrformer.chapters"}}
     assert cycles_in(looped)
+
+
+# What loads code without an import statement: the graph above cannot see it.
+LOADS_BY_PATH = {"importlib", "runpy", "spec_from_file_location", "SourceFileLoader", "exec"}
+
+
+def loads_by_path(path: Path) -> list[str]:
+    """The names of a Python or rule file that load code by its path, comments aside."""
+    with path.open() as handle:
+        tokens = list(tokenize.generate_tokens(handle.readline))
+    return [t.string for t in tokens if t.type == tokenize.NAME and t.string in LOADS_BY_PATH
+            and not (path.suffix == ".py" and t.string == "importlib")]  # fmt: skip
+
+
+def rule_file_loads(workflow: Path) -> list[str]:
+    """What a rule file loads past the layers: code by its path (importlib, runpy, exec), a
+    script outside workflow/scripts, a string naming bench/ (bench.smk alone runs bench/),
+    an include of a file outside workflow/rules."""
+    found = []
+    for path in sorted([*(workflow / "rules").glob("*.smk"), workflow / "Snakefile"]):
+        text, name = path.read_text(), path.relative_to(workflow).as_posix()
+        found += [f"{name}: {loaded}" for loaded in loads_by_path(path)]
+        scripts = "../../bench/" if path.name == "bench.smk" else "../scripts/"
+        found += [f"{name}: script {script}" for script in
+                  re.findall(r'^\s*script:\s*\n\s*"([^"]+)"', text, flags=re.M)
+                  if not script.startswith(scripts)]  # fmt: skip
+        if path.name != "bench.smk" and re.search(r"[\"'][^\"'\n]*bench/", text):
+            found.append(f"{name}: bench/")
+        beside = "" if path.suffix == ".smk" else "rules/"
+        for target in re.findall(r'^\s*include:\s*f?"([^"]+)"', text, flags=re.M):
+            if not target.startswith(beside) or "/" in target.removeprefix(beside):
+                found.append(f"{name}: include {target}")
+    return found
+
+
+def test_no_rule_file_loads_past_the_layers():
+    """The rules run workflow/scripts and import the library; bench.smk alone runs bench/;
+    no rule file loads code by its path; every include stays within workflow/rules."""
+    assert rule_file_loads(ROOT / "workflow") == []
+
+
+def test_the_rule_file_check_sees_each_way_past_the_layers(tmp_path):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "Snakefile").write_text('include: "rules/common.smk"\ninclude: "../bench/x.smk"\n')
+    (tmp_path / "rules/common.smk").write_text(
+        "import importlib.util\n\n"
+        'HARNESS = Path("bench/golden_power.py")  # loaded by path\n\n\n'
+        'rule power:\n    script:\n        "../../bench/golden_power.py"\n'
+    )  # fmt: skip
+    bench = 'rule bench:\n    script:\n        "../../bench/b.py"\n'
+    (tmp_path / "rules/bench.smk").write_text(bench)
+    assert rule_file_loads(tmp_path) == [
+        "Snakefile: bench/",
+        "Snakefile: include ../bench/x.smk",
+        "rules/common.smk: importlib",
+        "rules/common.smk: script ../../bench/golden_power.py",
+        "rules/common.smk: bench/",
+    ]
+
+
+def test_no_module_loads_code_by_its_path():
+    """The library, bench/, tools/ and the scripts import what they use."""
+    paths = [*LIB.rglob("*.py"), *BENCH.glob("*.py"), *TOOLS.glob("*.py"), *SCRIPTS.glob("*.py")]
+    found = {str(p.relative_to(ROOT)): loads_by_path(p) for p in paths}
+    assert {path: names for path, names in found.items() if names} == {}
 
 
 def test_script_and_rule_names_match():
@@ -226,6 +361,31 @@ def test_every_script_belongs_to_a_rule():
 
 def test_the_figure_rules_come_from_one_table_in_a_short_file():
     assert len((RULES / "figures.smk").read_text().splitlines()) < 150
+
+
+def rule_descriptions(listing: str) -> dict[str, str]:
+    """{rule: its description} from `snakemake --list-target-rules` ('name (docstring)')."""
+    found = {}
+    for line in listing.splitlines():
+        described = re.fullmatch(r"(\w+)(?: \((.+)\))?", line.strip())
+        if described:
+            found[described[1]] = described[2] or ""
+    return found
+
+
+def test_every_target_rule_says_in_one_line_what_it_makes(workflow_copy):
+    """`snakemake --list-target-rules` gives each target a line of its own (the claims
+    rule files are their own unit's)."""
+    done = snakemake(workflow_copy, "--list-target-rules")
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = rule_descriptions(done.stdout)
+    assert {"all", "toy", "reversal", "power", "fig03_attention_row"} <= set(listed)
+    claims = {name for path in RULES.glob("claims*.smk")
+              for name in re.findall(r"^rule (\w+):", path.read_text(), flags=re.M)}  # fmt: skip
+    bare = sorted(name for name, line in listed.items() if not line and name not in claims)
+    assert not bare, bare
+    assert rule_descriptions("toy (Target: the toy chapter.)\nbench\n") == {
+        "toy": "Target: the toy chapter.", "bench": ""}  # fmt: skip
 
 
 # Each fact defined once --------------------------------------------------------------------
@@ -340,7 +500,7 @@ def test_the_architecture_page_names_every_package_and_chapter():
     page = ARCHITECTURE.read_text()
     for folder in ("core/", "models/", "chapters/", "plotting/", "figures.py"):
         assert folder in page, folder
-    for chapter in PACKAGES:
+    for chapter in packages():
         rules = rule_file(chapter).relative_to(ROOT / "workflow").as_posix()
         assert f"{chapter}/" in page and rules in page, chapter
     for path in sorted((LIB / "core").glob("*.py")) + sorted((LIB / "models").glob("*.py")):
@@ -378,3 +538,31 @@ def test_the_library_holds_no_offline_command(tmp_path):
     assert offline_commands(tmp_path) == ["chapters/bands.py"]
     assert {p.stem for p in (ROOT / "tools").glob("*.py")} >= {"golden", "claims_power",
                                                                "claims_archive"}  # fmt: skip
+
+
+# The code says what it does, not how it came to be -----------------------------------------
+
+# An issue's number, a review's item, a name that carries a version: history, which goes to
+# CHANGELOG.md and docs/ (the same as grep -rnE with --include='*.py' --include='*.smk').
+HISTORY = re.compile(r"issue [0-9]+|review(er)?'s? item|_ADDED_LATER|v[0-9]+_[a-z_]+")
+
+
+def history_in(root: Path) -> list[str]:
+    """path:line of every line of code under workflow/, tools/ and bench/ that tells history."""
+    paths = [p for folder in ("workflow", "tools", "bench") for pattern in ("*.py", "*.smk")
+             for p in (root / folder).rglob(pattern)]  # fmt: skip
+    return [f"{path.relative_to(root)}:{number}" for path in sorted(paths)
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if HISTORY.search(line)]  # fmt: skip
+
+
+def test_no_code_tells_its_history():
+    assert history_in(ROOT) == []
+
+
+def test_the_history_check_sees_an_issue_number_and_a_versioned_name(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench/a.py").write_text("# the faults of issue 44\nx = 1\n")
+    (tmp_path / "workflow/rules").mkdir(parents=True)
+    (tmp_path / "workflow/rules/b.smk").write_text("from m import v4_metrics\n")
+    assert history_in(tmp_path) == ["bench/a.py:1", "workflow/rules/b.smk:1"]

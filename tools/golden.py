@@ -43,6 +43,7 @@ from scipy import special, stats
 
 from tcrformer.core import golden
 from tcrformer.stats.binary import exact_binomial_interval
+from tcrformer.core.power import FAULTS_FILE, read_power_plan
 from tcrformer.training import judged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -390,13 +391,9 @@ def validate_command(
 
 
 def registered_faults() -> tuple[list[str], tuple[int, ...]]:
-    """The power faults and seeds bench/golden_power.py registered (its tables, not its code)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("golden_power", ROOT / "bench/golden_power.py")
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
-    return list(harness.FAULTS), harness.SEEDS
+    """The power faults and seeds of the plan (config/golden/v3/faults.yaml)."""
+    plan = read_power_plan(ROOT / "config" / FAULTS_FILE)
+    return list(plan.faults), plan.seeds
 
 
 def missing_runs(runs: Path, faults: Sequence[str], seeds: Sequence[int]) -> list[str]:

@@ -1,6 +1,7 @@
 # Shared set-up: config validation, the paths every chapter writes to, the manifest's
 # registry. Nothing heavy is imported here (no torch, no numpy): start-up must stay fast.
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tcrformer import share_library  # noqa: E402
 
 share_library(_LIB_DIR)
 
+from tcrformer.chapters import records as chapter_records
 from tcrformer.figures import CATEGORIES
 from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.figures import FOLDER as FIGURE_FOLDER
@@ -48,9 +50,11 @@ RESULTS = f"results/{RUN}"
 LOGS = f"{RESULTS}/logs"
 BENCHMARKS = f"{RESULTS}/benchmarks"
 
-# The chapters whose values.json is merged into results/<run>/values.json and judged by the
-# run's golden check (the other chapter packages are targets of their own).
-VALUE_CHAPTERS = ["toy", "notes", "plm", "reversal"]
+# Every chapter, as its package declares it: the Snakefile includes each one's rule file.
+CHAPTERS = chapter_records()
+# The chapters of `all`: each values.json merged into results/<run>/values.json and judged by
+# the run's golden check (the other chapters are targets of their own).
+VALUE_CHAPTERS = [chapter.name for chapter in CHAPTERS if chapter.writes_values]
 
 # Threads of each torch job, whatever --cores says (Snakemake lowers a count above --cores
 # to --cores): one in portable mode, numerics.threads in native mode. The reversal
@@ -93,15 +97,32 @@ def figure_files(figure_id):
 def report_sections():
     """{report section: the ids of its figures}, for the report's front page."""
     sections = {}
-    for figure in FIGURE_TABLE:
-        if figure.chapter in (*VALUE_CHAPTERS, None):
-            sections.setdefault(figure.category, []).append(figure.id)
+    for figure in FIGURES_OF_ALL:
+        sections.setdefault(figure.category, []).append(figure.id)
     return dict(sorted(sections.items()))
 
 
 def chapter_figures(chapter):
     """The PNG and SVG of every figure drawn from a chapter's data (None: the schematics)."""
     return [p for f in FIGURE_TABLE if f.chapter == chapter for p in figure_files(f.id)]
+
+
+# The figures of `all`: those of its chapters, and the schematics (they read no results).
+FIGURES_OF_ALL = [f for f in FIGURE_TABLE if f.chapter in (*VALUE_CHAPTERS, None)]
+
+
+def figure_inputs(figure):
+    """{name: result file} of the chapter data the figure draws."""
+    return {name: result(figure.chapter, file) for name, file in figure.files().items()}
+
+
+def figure_png(figure):
+    """The PNG of a figure, shown in the report under its chapter with its caption."""
+    return report(
+        figure_files(figure.id)[0],
+        caption=f"../report/figures/{figure.id}.rst",
+        category=figure.category,
+    )
 
 
 def log_for(rule_name):
@@ -153,3 +174,42 @@ def numerics_records():
         if os.path.basename(produced) == "numerics.json":
             records[rule_name] = produced
     return records
+
+
+# The compare chapter's pair of runs as Snakemake outputs, constraints and params.
+COMPARE = settings("compare")
+
+
+def compare_file(name):
+    """A file of the comparison of the runs named by the wildcards run_a and run_b."""
+    return f"{COMPARE.results}/compare/{{run_a}}_vs_{{run_b}}/{name}"
+
+
+def compare_constraint(index):
+    """The rule matches the configured runs alone, and nothing when none are named."""
+    return re.escape(COMPARE.runs[index]) if COMPARE.runs else "(?!)"
+
+
+def compare_report(name, caption):
+    return report(
+        compare_file(name),
+        caption=f"../report/compare/{caption}.rst",
+        category=CATEGORIES["compare"],
+    )
+
+
+def name_two_runs(wildcards):
+    """The `compare` target with no runs named: one line, exit 1, before any rule runs."""
+    try:
+        COMPARE.require_pair()
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        sys.exit(1)
+    return []
+
+
+def compare_targets():
+    """The comparison's files, or (no runs named) the function that says to name two."""
+    if not COMPARE.runs:
+        return name_two_runs
+    return expand(rules.compare_runs.output, run_a=COMPARE.a, run_b=COMPARE.b)

@@ -9,9 +9,6 @@
 #                                 losses.{png,svg}, attention.{png,svg}
 
 
-include: "compare_common.smk"
-
-
 rule compare_runs:
     input:
         golden=config["golden"]["file"],

@@ -12,12 +12,11 @@
 # Golden check v3's bands are fitted from such ensembles offline (tools/golden.py).
 
 
-include: "ensemble_common.smk"
+ENSEMBLE = settings("ensemble")
 
 
 wildcard_constraints:
     seed="[0-9]+",
-    fault="|".join(POWER.FAULTS),
 
 
 rule train_ensemble:
@@ -37,7 +36,9 @@ rule train_ensemble:
         gpu=0,
         mem_mb=2000,
     params:
-        recipe=lambda wc: ensemble_recipe(int(wc.seed)).training_params(),
+        recipe=lambda wc: ENSEMBLE.recipe_for(
+            config["reversal"], int(wc.seed)
+        ).training_params(),
         checkpoints=lambda wc: result("ensemble", f"seed{wc.seed}/checkpoints"),
         numerics=NUMERICS,
     script:
@@ -58,13 +59,14 @@ rule evaluate_ensemble:
     resources:
         mem_mb=2000,
     params:
-        recipe=lambda wc: ensemble_recipe(int(wc.seed)).params(),
+        recipe=lambda wc: ENSEMBLE.recipe_for(config["reversal"], int(wc.seed)).params(),
         numerics=NUMERICS,
     script:
         "../scripts/evaluate_ensemble.py"
 
 
 rule ensemble_summary:
+    """The seed ensemble as distributions: tables, curves, statistics, figure data."""
     input:
         values=expand(rules.evaluate_ensemble.output.values, seed=ENSEMBLE.seeds),
         losses=expand(rules.train_ensemble.output.losses, seed=ENSEMBLE.seeds),
@@ -100,39 +102,3 @@ rule ensemble:
     input:
         rules.ensemble_summary.output,
         chapter_figures("ensemble"),
-
-
-# The golden check's power (target `power`, not part of `all`): the paper recipe trained with
-# a fault in its code (bench/golden_power.py; never a config option) for POWER.SEEDS; each
-# run's values.json holds what the golden check judges, and tools/golden.py counts how often
-# the committed bands FAIL each fault.
-
-
-rule golden_power:
-    output:
-        values=result("power", "{fault}/seed{seed}/values.json"),
-        model=result("power", "{fault}/seed{seed}/model.safetensors"),
-        losses=result("power", "{fault}/seed{seed}/losses.csv"),
-        numerics=result("power", "{fault}/seed{seed}/numerics.json"),
-        timing=result("power", "{fault}/seed{seed}/training_time.json"),
-    log:
-        log_for("golden_power_{fault}_seed{seed}"),
-    benchmark:
-        benchmark_for("golden_power_{fault}_seed{seed}")
-    conda:
-        "../../envs/torch.yaml"
-    threads: TORCH_THREADS
-    resources:
-        gpu=0,
-        mem_mb=2000,
-    params:
-        recipe=REVERSAL["reversal"].params(),
-        numerics=NUMERICS,
-    script:
-        "../../bench/golden_power.py"
-
-
-rule power:
-    """Target: every fault of bench/golden_power.py trained for each of its seeds."""
-    input:
-        expand(rules.golden_power.output.values, fault=POWER.FAULTS, seed=POWER.SEEDS),

@@ -7,12 +7,10 @@
 #   snakemake --report results/paper/report.html
 
 
-include: "figures_common.smk"
-
-
 for figure in FIGURE_TABLE:
 
     rule:
+        f"""Figure {figure.id}: drawn from {figure.chapter or 'the config'} as PNG and SVG."""
         name:
             figure.id
         input:
@@ -36,8 +34,9 @@ for figure in FIGURE_TABLE:
         register(getattr(rules, figure.id))
 
 
-# The run's golden report as a table that reads in the report (the JSON is raw text).
+# The JSON is raw text in the report; the table reads.
 rule golden_table:
+    """The run's golden report as a table for the Snakemake report."""
     input:
         f"{RESULTS}/golden_report.json",
     output:
@@ -60,8 +59,9 @@ rule golden_table:
 register(rules.golden_table)
 
 
-# The manifest as a table. Not registered: the manifest lists every registered file.
+# Not registered: the manifest lists every registered file.
 rule manifest_table:
+    """The provenance manifest as a table for the Snakemake report."""
     input:
         f"{RESULTS}/manifest.json",
     output:
@@ -86,6 +86,7 @@ rule manifest_table:
 for group in dict.fromkeys(f.chapter for f in FIGURES_OF_ALL):
 
     rule:
+        f"""Target: the figures of {group or 'no chapter (the schematics)'}."""
         name:
             f"figures_{group or 'schematic'}"
         input:

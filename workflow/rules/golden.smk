@@ -45,6 +45,7 @@ rule golden_gate_chapter:
 
 
 rule merge_values:
+    """Every value chapter's values.json merged into the run's."""
     input:
         [result(chapter, "values.json") for chapter in VALUE_CHAPTERS],
     output:
@@ -59,6 +60,7 @@ rule merge_values:
 
 
 rule golden_check:
+    """The run's golden report: every regenerated value against the explainer's."""
     input:
         values=rules.merge_values.output[0],
         golden=config["golden"]["file"],
@@ -83,6 +85,7 @@ rule golden_check:
 
 
 rule golden_gate:
+    """Fails the run on any FAIL of its golden report when golden.strict is true."""
     input:
         rules.golden_check.output.json,
     output:
@@ -106,6 +109,7 @@ register(rules.golden_check)
 # run, so they live in their own clearly named file, outside values.json, the golden
 # reports and the manifest's checksums.
 rule timings:
+    """Wall-clock values the explainer prints, beside this run's (report only)."""
     input:
         report_only_files(),
         golden=config["golden"]["file"],

@@ -4,6 +4,7 @@
 
 
 rule notes_values:
+    """The study notes' values, positional table, weight breakdown and figure data."""
     output:
         values=result("notes", "values.json"),
         pe_table=result("notes", "pe_table.npy"),

@@ -5,12 +5,15 @@
 # tcrformer.chapters.plm: settings, compute.plm_{esm2,sceptr,scan,values}, figure_data.
 
 
-include: "plm_common.smk"
+from tcrformer.chapters.plm.weights import weight_files
+
+PLM = settings("plm")
 
 
 rule plm_esm2:
+    """ESM-2's guesses for the hidden CDR3 residue (or why it could not run)."""
     input:
-        weights=esm2_weights,
+        weights=lambda wc: weight_files(PLM.esm2),  # new or changed weights rerun it
     output:
         esm2=result("plm", "esm2.json"),
     log:
@@ -30,6 +33,7 @@ register(rules.plm_esm2)
 
 
 rule plm_sceptr:
+    """SCEPTR's guesses for the hidden CDR3 residue, on the paired receptor."""
     output:
         sceptr=result("plm", "sceptr.json"),
     log:
@@ -49,9 +53,10 @@ register(rules.plm_sceptr)
 
 
 rule plm_scan:
+    """Every CDR3 position hidden in turn, with every available model."""
     input:
         esm2=rules.plm_esm2.output.esm2,
-        weights=esm2_weights,
+        weights=lambda wc: weight_files(PLM.esm2),  # new or changed weights rerun it
     output:
         table=result("plm", "scan.csv"),
         summary=result("plm", "scan_summary.json"),
@@ -72,6 +77,7 @@ register(rules.plm_scan)
 
 
 rule plm_values:
+    """The plm chapter's values.json, from its guesses and its scan."""
     input:
         esm2=rules.plm_esm2.output.esm2,
         sceptr=rules.plm_sceptr.output.sceptr,

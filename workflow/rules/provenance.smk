@@ -2,6 +2,7 @@
 
 
 rule manifest:
+    """The run's provenance: versions, git state, config digest, a sha256 per file."""
     input:
         files=lambda wc: sorted(PRODUCED_BY),
         gate=f"{RESULTS}/golden.ok",
@@ -24,8 +25,9 @@ rule manifest:
         "../scripts/manifest.py"
 
 
-# Every benchmark file of the run as one table for the report (not in the manifest).
+# Not in the manifest, which it reads.
 rule benchmarks_table:
+    """Every benchmark file of the run as one table, for the report."""
     input:
         f"{RESULTS}/manifest.json",
     output:
@@ -49,8 +51,8 @@ rule benchmarks_table:
         "../scripts/benchmarks_table.py"
 
 
-# The report's front page: the run, its commit and config, the golden counts, numerics.
 rule report_landing:
+    """The report's front page: the run, its commit and config, the golden counts."""
     input:
         manifest=f"{RESULTS}/manifest.json",
         golden=f"{RESULTS}/golden_report.json",

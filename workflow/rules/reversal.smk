@@ -7,7 +7,10 @@
 # tcrformer.chapters.reversal: settings, compute.{train,evaluate}_reversal, figure_data.
 
 
-include: "reversal_common.smk"
+from tcrformer.training.recipe import RECIPES
+
+# {recipe name: Recipe}: its folder and the prefix of its keys.
+REVERSAL = settings("reversal").recipes
 
 
 wildcard_constraints:
@@ -82,32 +85,3 @@ rule speedrun:
     """Target: the time-to-accuracy recipe (keys speedrun.*; its time in training_time.json)."""
     input:
         expand(rules.evaluate_reversal.output, recipe="speedrun"),
-
-
-rule bench:
-    """Benchmark (not part of `all`): the explainer's training code against ours, whole
-    processes side by side, and the machine's matrix-product peak."""
-    output:
-        csv=result("bench", "bench.csv"),
-        md=result("bench", "bench.md"),
-    log:
-        log_for("bench"),
-    conda:
-        "../../envs/torch.yaml"
-    threads: 2
-    script:
-        "../../bench/bench_reversal.py"
-
-
-rule bench_numerics:
-    """Benchmark (not part of `all`): portable vs native numerics, batched vs separate seeds."""
-    output:
-        csv=result("bench", "numerics.csv"),
-        md=result("bench", "numerics.md"),
-    log:
-        log_for("bench_numerics"),
-    conda:
-        "../../envs/torch.yaml"
-    threads: 2
-    script:
-        "../../bench/bench_numerics.py"

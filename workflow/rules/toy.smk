@@ -3,6 +3,7 @@
 
 
 rule toy_values:
+    """The toy Transformer's values, arrays and figure data."""
     output:
         values=result("toy", "values.json"),
         X=result("toy", "X.npy"),

@@ -14,20 +14,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-CATEGORIES = {  # the report's sections, in order: every `category=` of the rules reads this
+from tcrformer.chapters import records
+
+# The report's sections that are no chapter's: the run, the golden check, the schematics, and
+# the claims (a unit of their own, included apart from the chapters). A chapter's section is
+# its record's (tcrformer.chapters.records).
+SECTIONS = {
     "run": "0. Run",
     "golden": "0. Golden check",
-    "toy": "1. Toy Transformer",
-    "plm": "2. Protein language models",
-    "notes": "3. Study notes",
-    "reversal": "4. Reversal training",
     "schematic": "5. Schematics",
-    "ensemble": "6. Seed ensembles",
     "claims": "7. Claims",
-    "compare": "8. Compare",
 }
-TOY, PLM, NOTES, REVERSAL = (CATEGORIES[c] for c in ("toy", "plm", "notes", "reversal"))
-SCHEMATIC, ENSEMBLE, CLAIMS = (CATEGORIES[c] for c in ("schematic", "ensemble", "claims"))
+CATEGORIES = {**SECTIONS, **{chapter.name: chapter.category for chapter in records()}}
+"""{name: report section}: every `category=` of the rules reads this."""
 
 
 def _none(config: Mapping) -> dict[str, Any]:
@@ -38,8 +37,12 @@ def _none(config: Mapping) -> dict[str, Any]:
 class Figure:
     id: str
     chapter: str | None  # whose figure data it draws; None: a schematic, it reads no results
-    category: str  # its section of the Snakemake report
     options: Callable[[Mapping], dict[str, Any]] = field(default=_none)  # config -> kwargs
+
+    @property
+    def category(self) -> str:
+        """Its section of the Snakemake report: its chapter's."""
+        return CATEGORIES[self.chapter or "schematic"]
 
     @property
     def module(self) -> str:
@@ -70,27 +73,25 @@ def figure_paths(results, figure_id: str) -> list[str]:
 
 
 FIGURES = (
-    Figure("fig01_toy_input", "toy", TOY),
-    Figure("fig02_head_plane", "toy", TOY),
-    Figure("fig03_attention_row", "toy", TOY),
-    Figure("fig04_heads", "toy", TOY),
-    Figure("figS1_sqrt_dk_scaling", "toy", TOY),
-    Figure("fig07_masked_guesses", "plm", PLM),
-    Figure("fig07_cdr3_scan", "plm", PLM),
+    Figure("fig01_toy_input", "toy"),
+    Figure("fig02_head_plane", "toy"),
+    Figure("fig03_attention_row", "toy"),
+    Figure("fig04_heads", "toy"),
+    Figure("figS1_sqrt_dk_scaling", "toy"),
+    Figure("fig07_masked_guesses", "plm"),
+    Figure("fig07_cdr3_scan", "plm"),
     Figure(
         "fig09_positional_encoding",
         "notes",
-        NOTES,
         lambda config: {"wave_dims": wave_dims(config)},
     ),
-    Figure("figS2_param_breakdown", "notes", NOTES),
-    Figure("fig12_teacher_forcing", "notes", NOTES),
-    Figure("fig13_training", "reversal", REVERSAL),
-    Figure("fig05_pre_ln_block", None, SCHEMATIC),
+    Figure("figS2_param_breakdown", "notes"),
+    Figure("fig12_teacher_forcing", "notes"),
+    Figure("fig13_training", "reversal"),
+    Figure("fig05_pre_ln_block", None),
     Figure(
         "fig06_encoder_decoder",
         None,
-        SCHEMATIC,
         lambda config: {
             "cdr3": config["toy"]["sequence"],
             "peptide": config["figures"]["peptide"],
@@ -100,7 +101,6 @@ FIGURES = (
     Figure(
         "fig08_transformer",
         None,
-        SCHEMATIC,
         lambda config: {
             "n_layers": config["notes"]["num_layers"],
             "d_model": config["notes"]["d_model"],
@@ -109,21 +109,20 @@ FIGURES = (
     Figure(
         "fig10_multihead_split",
         None,
-        SCHEMATIC,
         lambda config: {
             "d_model": config["notes"]["d_model"],
             "n_heads": config["notes"]["num_heads"],
         },
     ),
-    Figure("fig11_post_pre_ln", None, SCHEMATIC),
-    Figure("figS3_seed_ensemble", "ensemble", ENSEMBLE),
-    Figure("figC1_training_arms", "claims", CLAIMS),
-    Figure("figC2_gradients_and_calibration", "claims", CLAIMS),
-    Figure("figC3_attention_importance", "claims", CLAIMS),
-    Figure("figC4_positional_encoding", "claims", CLAIMS),
-    Figure("figC5_attention_cost", "claims", CLAIMS),
-    Figure("figC6_beam", "claims", CLAIMS),
-    Figure("figC7_effects", "claims", CLAIMS),
+    Figure("fig11_post_pre_ln", None),
+    Figure("figS3_seed_ensemble", "ensemble"),
+    Figure("figC1_training_arms", "claims"),
+    Figure("figC2_gradients_and_calibration", "claims"),
+    Figure("figC3_attention_importance", "claims"),
+    Figure("figC4_positional_encoding", "claims"),
+    Figure("figC5_attention_cost", "claims"),
+    Figure("figC6_beam", "claims"),
+    Figure("figC7_effects", "claims"),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}
 

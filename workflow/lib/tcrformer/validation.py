@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tcrformer.chapters import PACKAGES, settings_of
+from tcrformer.chapters import packages, settings_of
 from tcrformer.core.config import (
     apply_receptor,
     coerce_cli_strings,
@@ -42,6 +42,7 @@ def validate(config: dict, schema_path: str | Path) -> dict:
     def chapter_check(chapter: str, settings: type):
         return lambda checked: made.__setitem__(chapter, settings.from_config(checked))
 
-    checks = [chapter_check(c, s) for c, s in zip(PACKAGES, settings_of(), strict=True)]
+    chapters = packages()
+    checks = [chapter_check(c, s) for c, s in zip(chapters, settings_of(chapters), strict=True)]
     run_checks(config, [*checks, check_figures])
     return made

@@ -1,5 +1,7 @@
 """The chapters of the pipeline, one package each, every package of the same form:
 
+    __init__.py     CHAPTER = Chapter(...) (chapters.record): its name, report section, and
+                    whether its values are judged in `all`; nothing else lists the chapters
     settings.py     Settings.from_config(config): the chapter's config section, typed, with
                     every check of its own (a bad value is a ConfigError naming its key)
     compute.py      one function per rule of the chapter, named as the rule: settings in,
@@ -13,9 +15,29 @@ A rule `x` of chapter `c` runs workflow/scripts/x.py, which calls tcrformer.chap
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
-PACKAGES = ("toy", "notes", "plm", "reversal", "ensemble", "claims", "compare")
-"""Every chapter package (not only those whose values the golden check merges)."""
+from tcrformer.chapters.record import Chapter
+
+
+def _found() -> list[str]:
+    """The names of the packages in this folder."""
+    return sorted(found.name for found in pkgutil.iter_modules(__path__) if found.ispkg)
+
+
+def records() -> tuple[Chapter, ...]:
+    """The record of every package that declares one, in the report's order."""
+    packaged = (importlib.import_module(f"tcrformer.chapters.{name}") for name in _found())
+    declared = (getattr(package, "CHAPTER", None) for package in packaged)
+    return tuple(sorted((r for r in declared if r is not None), key=lambda r: r.category))
+
+
+def packages() -> tuple[str, ...]:
+    """Every chapter package: those with a record in the report's order, then the others.
+    The config check runs their settings in this order, so a chapter that reads another's
+    section (ensemble, claims: reversal's) names its own keys only once that one has passed."""
+    declared = [chapter.name for chapter in records()]
+    return (*declared, *(name for name in _found() if name not in declared))
 
 
 def module(chapter: str, part: str):
@@ -23,6 +45,6 @@ def module(chapter: str, part: str):
     return importlib.import_module(f"tcrformer.chapters.{chapter}.{part}")
 
 
-def settings_of(chapters: tuple[str, ...] = PACKAGES) -> list[type]:
+def settings_of(chapters: tuple[str, ...]) -> list[type]:
     """The Settings class of each chapter."""
     return [module(chapter, "settings").Settings for chapter in chapters]

@@ -122,12 +122,12 @@ class EvaluationPlan:
 RECORDS = {"task": Task, "model": Model, "optimiser": Optimiser, "runtime": Runtime,
            "host": Host, "evaluation": EvaluationPlan}  # fmt: skip
 SHAPES_BITS = ("task", "model", "optimiser", "runtime")
-# Fields added after v0.1.0: left out of the fingerprint at their defaults, so a recipe that
-# does not use them keeps the fingerprint (checkpoints, cache entries) it had.
-_ADDED_LATER = {"stress_step": 0, "stress_scale": 1.0}
-# Host fields added later: left out of a rule's params at their defaults, so a rule that does
-# not use them keeps the params it had (a changed param reruns a rule).
-_HOST_ADDED_LATER = {"snapshot_steps": ()}
+# Fields left out of the fingerprint while at their defaults: a recipe that does not use them
+# has the same fingerprint (checkpoints, cache entries) as a recipe without them.
+_UNHASHED_AT_DEFAULT = {"stress_step": 0, "stress_scale": 1.0}
+# Host fields left out of a rule's params while at their defaults: a rule that does not use
+# them has the same params, so it does not rerun (a changed param reruns a rule).
+_UNLISTED_AT_DEFAULT = {"snapshot_steps": ()}
 _TOP = ("name", "seed")  # the recipe's own fields; the seed seeds init, batches and dropout
 _OWNER = {f.name: record for record, kind in RECORDS.items() for f in fields(kind)}
 # What the model is beyond its sizes: saved with the weights only where not the paper's.
@@ -204,7 +204,7 @@ class Recipe:
         flat = {}
         for record in records:
             flat.update(asdict(getattr(self, record)))
-        for key, default in _HOST_ADDED_LATER.items():
+        for key, default in _UNLISTED_AT_DEFAULT.items():
             if key in flat and flat[key] == default:
                 del flat[key]
         return flat
@@ -213,7 +213,7 @@ class Recipe:
         """Hash of everything that shapes the trained weights: the seed and the records of
         SHAPES_BITS (not where it runs, not logging, not evaluation)."""
         training = {"seed": self.seed, **self._flat(SHAPES_BITS)}
-        for key, default in _ADDED_LATER.items():
+        for key, default in _UNHASHED_AT_DEFAULT.items():
             if training[key] == default:
                 del training[key]
         return hashlib.sha256(json.dumps(training, sort_keys=True).encode()).hexdigest()[:16]

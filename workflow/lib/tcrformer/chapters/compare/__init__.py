@@ -7,3 +7,7 @@ compute.py      compare_runs: the value table (each key against the golden file'
                 tolerance), the config diff from the manifests, the summary, two figures
 figure_data.py  what it reads from one run's folder
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="compare", category="8. Compare", writes_values=False)

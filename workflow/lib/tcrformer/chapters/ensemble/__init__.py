@@ -6,3 +6,7 @@ single run is, every stochastic value summarised as a distribution (target `ense
     figure_data.py    what the ensemble figure draws
     distributions.py  quantiles, where a published value falls, the golden bands
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="ensemble", category="6. Seed ensembles", writes_values=False)

@@ -6,3 +6,7 @@ where its 57 million weights sit.
     compute.py      notes_values: every value of the chapter, the table, the breakdown
     figure_data.py  what Figs. 9, 12 and S2 draw
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="notes", category="3. Study notes", writes_values=True)

@@ -17,3 +17,7 @@ imported by the modules that use them.
     scan         every CDR3 position hidden in turn; germline vs junctional means
     values       the flat values.json keys of the chapter
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="plm", category="2. Protein language models", writes_values=True)

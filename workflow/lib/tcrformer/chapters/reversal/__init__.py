@@ -8,3 +8,7 @@ The task, the model, the training loop, the evaluation and the values are tcrfor
 shared with every chapter that trains. Importing this package is cheap: settings.py needs no
 torch, so the Snakefile can use it.
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="reversal", category="4. Reversal training", writes_values=True)

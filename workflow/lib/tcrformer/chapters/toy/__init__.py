@@ -5,3 +5,7 @@ compute.py      toy_values: the input, one head step by step, four heads, one bl
                 checked against PyTorch, the sqrt(d_k) demonstration
 figure_data.py  what Figs. 1-4 and S1 draw
 """
+
+from tcrformer.chapters.record import Chapter
+
+CHAPTER = Chapter(name="toy", category="1. Toy Transformer", writes_values=True)
