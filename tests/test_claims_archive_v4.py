@@ -78,5 +78,6 @@ def test_the_v4_table_reproduces_from_its_archive(archived, tmp_path):
     kept = lines[:at] + lines[at + 2 :]
     archived_lines = (archived / "claims.md").read_text(encoding="utf-8").splitlines()
     assert kept[0] == "# Claims: what the explainer says, tested (claims version 4)"
-    assert archived_lines[0].startswith("# Claims: ") and archived_lines[0].endswith("(claims version 4)")
+    title = archived_lines[0]
+    assert title.startswith("# Claims: ") and title.endswith("(claims version 4)")
     assert kept[1:] == archived_lines[1:]

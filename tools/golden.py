@@ -42,8 +42,8 @@ import yaml
 from scipy import special, stats
 
 from tcrformer.core import golden
-from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.core.power import FAULTS_FILE, read_power_plan
+from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.training import judged
 
 ROOT = Path(__file__).resolve().parents[1]
