@@ -21,6 +21,7 @@ wildcard_constraints:
 # sha256. No inputs, and params that name files without holding them, so a later change to a
 # claim never rewrites it; the summary compares against it.
 rule claims_register:
+    """The claims, their tests and the decision code's digest, written before any arm trains."""
     output:
         registration=result("claims", "registration.json"),
     log:
@@ -70,6 +71,7 @@ rule train_claim_arm:
 
 
 rule claims_analytic:
+    """The analytic claims, measured on random vectors (no training)."""
     output:
         analytic=result("claims", "analytic.json"),
     log:
@@ -125,6 +127,7 @@ rule claims_rnn_speed:
 
 
 rule claims_summary:
+    """Every claim's measured value, exact test and verdict, as a table and figure data."""
     input:
         metrics=claim_files("metrics.json"),
         histories=claim_files("history.csv"),
