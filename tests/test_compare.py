@@ -18,7 +18,7 @@ import pytest
 from tcrformer.chapters.compare import compute, figure_data
 from tcrformer.chapters.compare.settings import Settings
 from tcrformer.core.config import ConfigError
-from tcrformer.core.golden import Band, GoldenEntry, Tolerance
+from tcrformer.core.golden_file import Band, GoldenEntry, Tolerance
 from tcrformer.core.io import sha256, write_named
 
 from conftest import private_copy, snakemake

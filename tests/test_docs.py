@@ -476,7 +476,7 @@ def config_key_spans(doc: Path) -> list[str]:
 
 def in_the_library(dotted: str) -> bool:
     """Whether `dotted` is a module of the library and a name it defines (`figures.draw`,
-    `numerics.pin`, `golden.METHOD_VERSION`)."""
+    `numerics.pin`, `golden_file.METHOD_VERSION`)."""
     module, name = dotted.split(".", 1)
     return any(name in top_level_names(path) for path in LIB.rglob(f"{module}.py"))
 

@@ -2,20 +2,14 @@
 
 import pytest
 
-from tcrformer.core import golden
-from tcrformer.core.golden import (
-    FAIL,
-    PASS,
-    REPORT,
-    SKIPPED,
+from tcrformer.core import golden, golden_file
+from tcrformer.core.golden import FAIL, PASS, REPORT, SKIPPED, check, compare, report_markdown
+from tcrformer.core.golden_file import (
     GoldenEntry,
     GoldenFileError,
     Tolerance,
-    check,
-    compare,
     load_golden,
     parse_tolerance,
-    report_markdown,
 )
 
 from conftest import ROOT
@@ -121,13 +115,13 @@ def test_markdown_report_has_one_row_per_key_and_no_stray_pipes():
 def golden_with_bands(tmp_path, bands_text: str | None, budget: float = 0.01):
     """A copy of the committed golden file beside a bands file of `bands_text` (None: none)."""
 
-    golden_file = tmp_path / "explainer_values.yaml"
-    golden_file.write_text((ROOT / "config/golden/explainer_values.yaml").read_text()
-                           .replace("error_budget: 0.01", f"error_budget: {budget}"))  # fmt: skip
+    path = tmp_path / "explainer_values.yaml"
+    path.write_text((ROOT / "config/golden/explainer_values.yaml").read_text()
+                    .replace("error_budget: 0.01", f"error_budget: {budget}"))  # fmt: skip
     (tmp_path / "v3").mkdir()
     if bands_text is not None:
         (tmp_path / "v3/bands.yaml").write_text(bands_text)
-    return golden_file
+    return path
 
 
 @pytest.mark.parametrize(
@@ -148,16 +142,16 @@ def test_a_bands_file_that_cannot_judge_is_one_line_naming_it(tmp_path, edit, bu
         text = committed.replace("\nversion: 3\n", "\nversion: 2\n")
     else:
         text = committed if edit == "" else edit
-    golden_file = golden_with_bands(tmp_path, text, budget)
-    with pytest.raises(golden.GoldenFileError) as raised:
-        golden.load_golden(golden_file)
+    path = golden_with_bands(tmp_path, text, budget)
+    with pytest.raises(golden_file.GoldenFileError) as raised:
+        golden_file.load_golden(path)
     line = str(raised.value)
     assert message in line and "\n" not in line and "v3/bands.yaml" in line, line
 
 
 def test_the_committed_bands_judge_both_sides_and_report_printed_values():
 
-    entries, _ = golden.load_golden(ROOT / "config/golden/explainer_values.yaml")
+    entries, _ = golden_file.load_golden(ROOT / "config/golden/explainer_values.yaml")
     by_key = {e.key: e for e in entries}
     late = by_key["reversal.curve.loss_late"].tolerance
     assert late.kind == "ensemble" and late.band.low < late.band.high

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from tcrformer.core import golden
+from tcrformer.core import golden_file
 from tcrformer.training import judged
 
 from conftest import ROOT
@@ -142,7 +142,7 @@ def test_the_fitting_table_holds_what_the_committed_curves_give():
 def test_the_committed_bands_are_what_the_fitting_table_gives():
     committed = yaml.safe_load((ROOT / "config/golden/v3/bands.yaml").read_text())
     again = method.bands_record(FITTING)
-    assert committed["version"] == golden.METHOD_VERSION == again["version"]
+    assert committed["version"] == golden_file.METHOD_VERSION == again["version"]
     for key, band in committed["bands"].items():
         for field in ("low", "high"):
             if field in band:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tcrformer.core import numerics
-from tcrformer.core.golden import GoldenFileError
+from tcrformer.core.golden_file import GoldenFileError
 from tcrformer.core.power import FAULTS_FILE, read_power_plan
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 

@@ -22,7 +22,8 @@ from tcrformer.chapters.plm import compute as chapter
 from tcrformer.chapters.plm import esm2, scan, sceptr_mlm, segments, settings, weights
 from tcrformer.chapters.plm.values import chapter_values, esm2_values
 from tcrformer.core.config import ConfigError
-from tcrformer.core.golden import PASS, SKIPPED, check, load_golden
+from tcrformer.core.golden import PASS, SKIPPED, check
+from tcrformer.core.golden_file import load_golden
 from tcrformer.core.io import ResultFileError
 
 from conftest import OFFLINE, ROOT, default_config, snakemake, write_config

@@ -5,7 +5,8 @@
     python -m tools.golden power RUNS_FOLDER        # results/<run>/power of `snakemake power`
 
 The pipeline computes what is judged (tcrformer.training.judged) and compares it with the
-bands (tcrformer.core.golden); this module makes the bands, and is never run by a rule.
+bands (tcrformer.core.golden, read by tcrformer.core.golden_file); this module makes the
+bands, and is never run by a rule.
 
 The guarantee (config/golden/README.md): a correct run FAILs any band with probability at
 most the golden file's error_budget alpha, over both the fitting ensemble and the run's
@@ -41,7 +42,7 @@ import pandas as pd
 import yaml
 from scipy import special, stats
 
-from tcrformer.core import golden
+from tcrformer.core import golden_file
 from tcrformer.core.power import FAULTS_FILE, read_power_plan
 from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.training import judged
@@ -211,9 +212,9 @@ def recipe_inputs() -> tuple[float, float, int]:
 def bands_record(fitting: pd.DataFrame) -> dict[str, Any]:
     budget, floor, eval_n = recipe_inputs()
     return {
-        "version": golden.METHOD_VERSION,
+        "version": golden_file.METHOD_VERSION,
         "method": {
-            "version": golden.METHOD_VERSION,
+            "version": golden_file.METHOD_VERSION,
             "budget": budget,
             "tests": TESTS,
             "per_test": budget / TESTS,
@@ -241,15 +242,15 @@ def _rounded(obj):
     return obj
 
 
-def read_bands(path: Path = FOLDER / "bands.yaml") -> dict[str, golden.Band]:
+def read_bands(path: Path = FOLDER / "bands.yaml") -> dict[str, golden_file.Band]:
     data = yaml.safe_load(path.read_text())
-    return {key: golden.parse_band(path, key, raw) for key, raw in data["bands"].items()}
+    return {key: golden_file.parse_band(path, key, raw) for key, raw in data["bands"].items()}
 
 
 # Judging runs ---------------------------------------------------------------------------------
 
 
-def judge(bands: Mapping[str, golden.Band], statistics: Mapping[str, float]) -> list[str]:
+def judge(bands: Mapping[str, golden_file.Band], statistics: Mapping[str, float]) -> list[str]:
     """The keys of judged.KEYS a run's statistics FAIL: outside the band, missing or not
     finite; the anti-diagonal of a run whose CDR3 came back wrong is not judged."""
     failed = []
@@ -418,7 +419,7 @@ def power_record(runs: Path, command: str) -> dict[str, Any]:
     }
 
 
-def power_table(runs: Path, bands: Mapping[str, golden.Band]) -> pd.DataFrame:
+def power_table(runs: Path, bands: Mapping[str, golden_file.Band]) -> pd.DataFrame:
     """One row per faulty run: its statistics and the keys that FAIL it."""
     rows, eval_n = [], recipe_inputs()[2]
     cdr3 = yaml.safe_load(GOLDEN_FILE.read_text())["inputs"]["reversal"]["reversal.cdr3"]

@@ -20,7 +20,7 @@ from tcrformer.figures import FIGURES as FIGURE_TABLE
 from tcrformer.figures import FOLDER as FIGURE_FOLDER
 from tcrformer.figures import figure_paths
 from tcrformer.core.config import ConfigError, sections
-from tcrformer.core.golden import GoldenFileError, load_golden
+from tcrformer.core.golden_file import GoldenFileError, load_golden
 from tcrformer.core.manifest import code_digest
 from tcrformer.validation import validate as validate_config
 

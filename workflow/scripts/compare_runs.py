@@ -9,7 +9,7 @@ from tcrformer.core.runner import run
 def main(smk):
     from tcrformer.chapters.compare.compute import compare_runs
     from tcrformer.chapters.compare.settings import Settings
-    from tcrformer.core.golden import load_golden
+    from tcrformer.core.golden_file import load_golden
 
     folders = [Path(folder) for folder in smk.params.folders]
     config = {"compare": [folder.name for folder in folders]}

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from tcrformer.chapters.ensemble.compute import ensemble_summary
-from tcrformer.core import golden
+from tcrformer.core import golden, golden_file
 from tcrformer.core.io import read_json, write_named
 from tcrformer.core.runner import run
 
@@ -12,7 +12,7 @@ def main(smk):
     seeds, paths = smk.params.seeds, smk.input.values
     per_seed = {seed: read_json(path) for seed, path in zip(seeds, paths, strict=True)}
     losses = pd.concat([pd.read_csv(path) for path in smk.input.losses], ignore_index=True)
-    entries, inputs = golden.load_golden(smk.input.golden)
+    entries, inputs = golden_file.load_golden(smk.input.golden)
     results = ensemble_summary(
         smk.params.recipe,
         per_seed,

@@ -1,12 +1,12 @@
 """Rules golden_check(_chapter): compare values.json with the golden file, write the report."""
 
-from tcrformer.core import golden
+from tcrformer.core import golden, golden_file
 from tcrformer.core.io import read_json, write_json, write_text
 from tcrformer.core.runner import run, torch_numerics
 
 
 def main(smk):
-    entries, inputs = golden.load_golden(smk.input.golden)
+    entries, inputs = golden_file.load_golden(smk.input.golden)
     values = read_json(smk.input.values)
     chapter = smk.wildcards.get("chapter")
     rows, extras = golden.check(
@@ -16,7 +16,7 @@ def main(smk):
     paths = [paths] if isinstance(paths, str) else list(paths)
     numerics = {f"training ({path})": read_json(path) for path in paths}
     numerics["golden check"] = torch_numerics(smk)
-    method = golden.read_method(smk.input.golden)
+    method = golden_file.read_method(smk.input.golden)
     write_json(
         smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics, method)
     )

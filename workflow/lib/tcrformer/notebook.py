@@ -164,7 +164,8 @@ class Session:
         DataFrame), one row per key, in the order given."""
         import pandas as pd
 
-        from tcrformer.core.golden import REPORT, SKIPPED, check, load_golden
+        from tcrformer.core.golden import REPORT, SKIPPED, check
+        from tcrformer.core.golden_file import load_golden
         from tcrformer.core.io import dumps_json
 
         entries, inputs = load_golden(ROOT / self.config["golden"]["file"])

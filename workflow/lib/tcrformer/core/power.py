@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from tcrformer.core.golden import GoldenFileError
+from tcrformer.core.golden_file import GoldenFileError
 
 FAULTS_FILE = "golden/v3/faults.yaml"  # under the workflow's config/ folder
 

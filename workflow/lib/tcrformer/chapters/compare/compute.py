@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from tcrformer.chapters.compare import figure_data
-from tcrformer.core import golden
+from tcrformer.core import golden, golden_file
 from tcrformer.core.io import sha256
 from tcrformer.core.text import flatten, is_number, short
 
@@ -22,7 +22,7 @@ from tcrformer.core.text import flatten, is_number, short
 # seed, would not pass against the other. The rest (one-sided bounds, report-only, ensemble
 # bands) say nothing about two runs, so their keys differ where they are not exactly equal.
 PAIRWISE_KINDS = ("exact", "exact-first-1", "abs")
-EXACT = golden.Tolerance("exact")
+EXACT = golden_file.Tolerance("exact")
 COLUMNS = ("key", "value_a", "value_b", "difference", "differs", "rule")
 MANIFEST_SECTIONS = ("config", "git", "numerics")
 
@@ -49,7 +49,7 @@ def difference(a: Any, b: Any) -> Any:
     return "equal" if same else "not equal"
 
 
-def tolerance_rule(entry: golden.GoldenEntry | None) -> tuple[golden.Tolerance, str]:
+def tolerance_rule(entry: golden_file.GoldenEntry | None) -> tuple[golden_file.Tolerance, str]:
     """The tolerance that decides whether a key differs, and the rule in words."""
     if entry is None:
         return EXACT, "exact: no golden entry"
@@ -60,8 +60,8 @@ def tolerance_rule(entry: golden.GoldenEntry | None) -> tuple[golden.Tolerance, 
         "min": "a one-sided bound",
         "max": "a one-sided bound",
         "report-only": "report-only",
-        golden.ENSEMBLE: "an ensemble band",
-        golden.PERCENTILE: "a place among the fitting seeds",
+        golden_file.ENSEMBLE: "an ensemble band",
+        golden_file.PERCENTILE: "a place among the fitting seeds",
     }[tolerance.kind]
     return EXACT, f"exact: golden {tolerance.kind} is {why}"
 
@@ -78,7 +78,7 @@ def _cell(value: Any) -> Any:
 def value_table(
     values_a: Mapping[str, Any],
     values_b: Mapping[str, Any],
-    entries: Sequence[golden.GoldenEntry],
+    entries: Sequence[golden_file.GoldenEntry],
     names: tuple[str, str] = ("a", "b"),
 ) -> pd.DataFrame:
     """One row per key of either run: both values, the difference, differs, the rule used."""
@@ -244,9 +244,9 @@ def compare_markdown(
 # The rule -------------------------------------------------------------------------------------
 
 
-def compare_runs(settings, entries: Sequence[golden.GoldenEntry]) -> dict[str, Any]:
+def compare_runs(settings, entries: Sequence[golden_file.GoldenEntry]) -> dict[str, Any]:
     """Two finished runs (settings.a, settings.b) side by side, read from their folders;
-    `entries` are the golden file's (golden.load_golden)."""
+    `entries` are the golden file's (golden_file.load_golden)."""
     from tcrformer.plotting import compare as plotting
 
     names = (settings.a, settings.b)
