@@ -166,7 +166,7 @@ import sys
 
 devices = {
     "train_reversal": REVERSAL["reversal"].device,
-    "train_ensemble": ensemble_recipe(ENSEMBLE.seeds[0]).device,
+    "train_ensemble": ENSEMBLE.recipe_for(config["reversal"], ENSEMBLE.seeds[0]).device,
     "train_claim_arm": sorted({arm.device for arm in CLAIMS.arms.values()}),
 }
 print(f"training devices: {devices}", file=sys.stderr)
