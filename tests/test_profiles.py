@@ -234,4 +234,5 @@ def test_gpu_profile_dry_runs_on_one_faked_gpu(workflow_copy, monkeypatch):
     """The GPU profile on a machine with one GPU (CUDA_VISIBLE_DEVICES=0 stands in for it):
     the training plans, on one process (a GPU needs no workers)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    _dry_run(workflow_copy, "--workflow-profile", "profiles/gpu", "reversal")
+    out = _dry_run(workflow_copy, "--workflow-profile", "profiles/gpu", "reversal")
+    assert "train_reversal" in _resources_by_rule(out), out[-2000:]
