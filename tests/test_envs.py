@@ -37,6 +37,7 @@ PIP_IMPORT_NAMES = {
     "fair-esm": "esm",
     "sceptr": "sceptr",
     "scipy-openblas32": "scipy_openblas32",
+    "numba": "numba",
     "libtcrlm": "libtcrlm",
     "tidytcells": "tidytcells",
     "blosum": "blosum",

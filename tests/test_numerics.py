@@ -160,6 +160,7 @@ def test_pin_sets_every_variable_and_records_what_it_replaced():
     assert environ["ATEN_CPU_CAPABILITY"] == "avx2"
     assert environ["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert environ["NUMBA_CPU_NAME"] == "haswell" and environ["NUMBA_CPU_FEATURES"] == ""
     assert environ["OMP_NUM_THREADS"] == environ["MKL_NUM_THREADS"] == "1"
     assert environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # before any CUDA start
     assert pinned.replaced == {**HOSTILE, "OMP_NUM_THREADS": "3"}

@@ -25,6 +25,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 KERNELS = "Haswell"  # the one kernel family, on every CPU
 OPENBLAS = "openblas-haswell"  # the products' path when the kernels are loaded
@@ -61,7 +62,8 @@ class Kernels:
     def sgemm(self, gemm: Gemm, a: int, b: int, c: int, alpha: float, beta: float) -> None:
         """C = alpha op(A) op(B) + beta C for the float32 row-major matrices at addresses
         a, b, c (a batch of them when gemm.count > 1). Column-major, as C^T = B^T A^T."""
-        op_a, op_b = (_TRANS if t else _NO_TRANS for t in (gemm.a_transposed, gemm.b_transposed))
+        op_a = _TRANS if gemm.a_transposed else _NO_TRANS
+        op_b = _TRANS if gemm.b_transposed else _NO_TRANS
         m, n, k = gemm.m, gemm.n, gemm.k
         ldc = gemm.ldc or n
         if gemm.count == 1:
@@ -76,8 +78,7 @@ class Kernels:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Gemm:
+class Gemm(NamedTuple):  # a tuple: made on every product, so cheap to make
     """The shape of C (m, n) = op(A) (m, k) op(B) (k, n), row-major: op(X) is X or X^T as
     stored (ld: the stored row length; ldc 0: n), `count` such products `stride` floats
     apart (stride_c 0: m ldc)."""

@@ -59,6 +59,9 @@ PORTABLE_ENV = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_CBWR": "COMPATIBLE,STRICT",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
+    # numba (models/kernels.py) compiles for Haswell with its own features, not the host's
+    "NUMBA_CPU_NAME": "haswell",
+    "NUMBA_CPU_FEATURES": "",
 }
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # cuBLAS is deterministic only with a fixed workspace of one of these two shapes, set before

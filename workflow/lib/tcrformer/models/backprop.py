@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from tcrformer.models import fast
+from tcrformer.models import fast, kernels
 from tcrformer.models.flat import (
     AttentionWeights,
     FeedForwardWeights,
@@ -74,6 +75,32 @@ def normalise_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
     return dx
 
 
+class Mask:
+    """One dropout site's mask, as its draws (fast.Dropout's): kept for the backward pass.
+    Each product with it is one fused pass (models.kernels)."""
+
+    def __init__(self, draws: np.ndarray, threshold: int, scale: float):
+        self.draws, self.threshold, self.scale = draws, threshold, np.float32(scale)
+
+    def _run(self, kernel, *tensors: Tensor) -> Tensor:
+        out = torch.empty_like(tensors[0])
+        flat = [t.view(-1).numpy() for t in (*tensors, out)]  # contiguous: views, no copies
+        kernel(*flat[:-1], self.draws, self.threshold, self.scale, flat[-1])
+        return out
+
+    def apply(self, x: Tensor) -> Tensor:
+        """x * mask."""
+        return self._run(kernels.dropout, x)
+
+    def residual(self, x: Tensor, f: Tensor) -> Tensor:
+        """x + f * mask."""
+        return self._run(kernels.residual_dropout, x, f)
+
+    def relu_backward(self, dy: Tensor, hidden: Tensor) -> Tensor:
+        """The gradient through relu then this mask, given the dropped output `hidden`."""
+        return self._run(kernels.relu_dropout_backward, dy, hidden)
+
+
 class DropoutMasks:
     """Inverted dropout with a fast.Dropout's masks: each call takes the next mask, in the
     order the fast model takes them, and returns it for the backward pass (None when p = 0)."""
@@ -81,15 +108,24 @@ class DropoutMasks:
     def __init__(self, source: fast.Dropout):
         self.source = source
 
-    def __call__(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+    def next(self, x: Tensor) -> Mask | None:
         if self.source.p == 0:
-            return x, None
-        mask = self.source.keep_multiplier(x.shape, x.dtype)  # 0 or 1 / (1 - p)
-        return x * mask, mask
+            return None
+        return Mask(self.source.draws(x.numel()), self.source.threshold, self.source.scale)
+
+    def __call__(self, x: Tensor) -> tuple[Tensor, Mask | None]:
+        """(x * mask, mask)."""
+        mask = self.next(x)
+        return (x, None) if mask is None else (mask.apply(x), mask)
+
+    def residual(self, x: Tensor, f: Tensor) -> tuple[Tensor, Mask | None]:
+        """(x + f * mask, mask): a sub-layer's output f, dropped, added to its input x."""
+        mask = self.next(f)
+        return (x + f, None) if mask is None else (mask.residual(x, f), mask)
 
     @staticmethod
-    def backward(dy: Tensor, mask: Tensor | None) -> Tensor:
-        return dy if mask is None else dy * mask
+    def backward(dy: Tensor, mask: Mask | None) -> Tensor:
+        return dy if mask is None else mask.apply(dy)
 
 
 class AttentionPass:
@@ -174,9 +210,12 @@ def ffn(x: Tensor, w: FeedForwardWeights, dropout: DropoutMasks) -> tuple[Tensor
 
 def ffn_backward(dy: Tensor, saved: tuple, dw: FeedForwardWeights) -> Tensor:
     x, hidden, mask, w = saved
-    d_hidden = DropoutMasks.backward(affine_backward(dy, hidden, w.w_2, dw.w_2, dw.b_2), mask)
+    d_hidden = affine_backward(dy, hidden, w.w_2, dw.w_2, dw.b_2)
     # relu's gradient passes where its output is positive; dropped elements are 0 as well
-    d_pre = torch.ops.aten.threshold_backward(d_hidden, hidden, 0)
+    if mask is None:
+        d_pre = torch.ops.aten.threshold_backward(d_hidden, hidden, 0)
+    else:
+        d_pre = mask.relu_backward(d_hidden, hidden)
     return affine_backward(d_pre, x, w.w_1, dw.w_1, dw.b_1)
 
 
@@ -242,11 +281,11 @@ class Network:
         if self.switches.norm_first:
             normed, saved_norm = normalise(x, norm)
             out, saved_f = f(normed)
-            out, mask = self.dropout(out)
-            return x + out, (saved_norm, saved_f, mask)
+            y, mask = self.dropout.residual(x, out)
+            return y, (saved_norm, saved_f, mask)
         out, saved_f = f(x)
-        out, mask = self.dropout(out)
-        y, saved_norm = normalise(x + out, norm)
+        summed, mask = self.dropout.residual(x, out)
+        y, saved_norm = normalise(summed, norm)
         return y, (saved_norm, saved_f, mask)
 
     def sublayer_backward(self, dy: Tensor, saved: tuple, d_norm: NormWeights, f_backward):

@@ -45,7 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from tcrformer.models import products
+from tcrformer.models import kernels, products
 from tcrformer.models.transformer import (
     MASKED_SCORE,
     decoder_io,
@@ -167,6 +167,7 @@ class Packed:
         self.index = rows.flatten().nonzero().squeeze(1)  # (N,) positions in the B*L grid
         self.position = self.index % rows.size(1)  # (N,) position within its sequence
         self.sequence = self.index // rows.size(1)  # (N,) which sequence
+        self.row_of: np.ndarray | None = None  # to_grid's map, made on first use
 
     def pack(self, x: Tensor) -> Tensor:  # (B, L, ...) -> (N, ...)
         return x.flatten(0, 1).index_select(0, self.index)
@@ -184,13 +185,23 @@ class Packed:
         return heads.view(B, h, L, -1)[self.sequence, :, self.position].flatten(1)
 
     def to_grid(self, x: Tensor) -> Tensor:
-        """(N, C) -> (B, L, C), zeros where there is no row (models.backprop's layout)."""
+        """(N, C) -> (B, L, C), zeros where there is no row (models.backprop's layout).
+        x must be contiguous float32; one pass (models.kernels)."""
         B, L = self.grid
-        return x.new_zeros(B * L, x.shape[1]).index_copy_(0, self.index, x).view(B, L, -1)
+        if self.row_of is None:  # grid row -> packed row, -1 for padding
+            self.row_of = np.full(B * L, -1, dtype=np.int64)
+            self.row_of[self.index.numpy()] = np.arange(len(self.index))
+        grid = x.new_empty(B, L, x.shape[1])
+        kernels.rows_to_grid(x.numpy(), self.row_of, grid.view(B * L, -1).numpy())
+        return grid
 
     def from_grid(self, grid: Tensor) -> Tensor:
-        """(B, L, C) -> (N, C)."""
-        return grid.view(-1, grid.shape[-1]).index_select(0, self.index)
+        """(B, L, C) -> (N, C), from a contiguous float32 grid."""
+        rows = grid.new_empty(len(self.index), grid.shape[-1])
+        kernels.grid_to_rows(
+            grid.view(-1, grid.shape[-1]).numpy(), self.index.numpy(), rows.numpy()
+        )
+        return rows
 
 
 @dataclass

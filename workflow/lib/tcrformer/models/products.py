@@ -35,9 +35,10 @@ def _matrix(t: Tensor) -> tuple[Tensor, bool, int, int]:
     """(t or a copy, transposed, ld, batch stride) of a (m, k) or (B, m, k) float32 view:
     row-major with rows `ld` floats apart, or (transposed) the transpose of such a matrix,
     e.g. a .transpose(-1, -2) view or one head's columns of a wider grid, read in place."""
-    rows, cols = t.shape[-2], t.shape[-1]
-    row_stride, col_stride = t.stride(-2), t.stride(-1)
-    batch = t.stride(0) if t.dim() == 3 else 0
+    *_, rows, cols = t.shape
+    strides = t.stride()
+    row_stride, col_stride = strides[-2], strides[-1]
+    batch = strides[0] if len(strides) == 3 else 0
     if col_stride == 1 and row_stride >= max(cols, 1):
         return t, False, row_stride, batch
     if row_stride == 1 and col_stride >= max(rows, 1):
@@ -64,12 +65,13 @@ def gemm(a: Tensor, b: Tensor, out: Tensor, alpha: float = 1.0, beta: float = 0.
         return out.addmm_(a, b, beta=beta, alpha=alpha)
     a, a_t, lda, stride_a = _matrix(a)
     b, b_t, ldb, stride_b = _matrix(b)
-    if out.stride(-1) != 1:
+    out_strides = out.stride()
+    if out_strides[-1] != 1:
         raise ValueError("gemm: the output's rows must be contiguous")
     shape = blas.Gemm(
         m, n, k, a_t, b_t, lda=lda, ldb=ldb, count=a.shape[0] if a.dim() == 3 else 1,
-        stride_a=stride_a, stride_b=stride_b, ldc=out.stride(-2),
-        stride_c=out.stride(0) if out.dim() == 3 else 0,
+        stride_a=stride_a, stride_b=stride_b, ldc=out_strides[-2],
+        stride_c=out_strides[0] if len(out_strides) == 3 else 0,
     )  # fmt: skip
     kernels.sgemm(shape, a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, beta)
     return out
