@@ -29,7 +29,7 @@ from tcrformer.models.flat import Layout, Weights, bind
 from tcrformer.training.data import PAD, derive_seed
 from tcrformer.training.recipe import Recipe
 from tcrformer.training.schedule import schedule_for
-from tcrformer.training.workers import Workers, shared
+from tcrformer.training.workers import Workers, keep_freed_memory, shared
 
 STEP = "hand-written"  # what numerics.json names this step
 
@@ -82,6 +82,7 @@ class HandStep:
         # threads sums in another order, and the bits must not depend on the core count.
         self.threads_before = torch.get_num_threads()
         torch.set_num_threads(1)
+        keep_freed_memory()  # before the fork: the workers inherit it
         self.workers = Workers(min(workers, self.chunks), self.chunks, self.chunk_gradient)
 
     def chunk_gradient(self, chunk: int, step: int) -> None:
