@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from tcrformer.chapters import records
@@ -49,11 +50,25 @@ class Figure:
         """Where its draw function lives."""
         return f"tcrformer.plotting.{self.chapter or 'schematics'}"
 
+    def figure_data(self) -> ModuleType | None:
+        """The module of the data it draws (FILES, read): its chapter's; None for a schematic."""
+        if self.chapter is None:
+            return None
+        return importlib.import_module(f"tcrformer.chapters.{self.chapter}.figure_data")
+
+    def draw_function(self) -> Callable:
+        """Its draw function: (figure data, **options) -> a matplotlib Figure."""
+        return getattr(importlib.import_module(self.module), self.id)
+
     def files(self) -> dict[str, str]:
         """{name: file in the chapter's results folder} of the data it reads."""
-        if self.chapter is None:
-            return {}
-        return importlib.import_module(f"tcrformer.chapters.{self.chapter}.figure_data").FILES
+        data = self.figure_data()
+        return {} if data is None else data.FILES
+
+    def draw(self, paths: Mapping[str, str], options: Mapping[str, Any]):
+        """Read its data from `paths` ({name: file}) and draw it."""
+        data = self.figure_data()
+        return self.draw_function()(None if data is None else data.read(paths), **options)
 
     def drawn_from(self) -> str:
         """Its caption's list of what it reads, from its declared inputs (rst)."""
@@ -128,13 +143,8 @@ BY_ID = {figure.id: figure for figure in FIGURES}
 
 
 def draw(figure_id: str, paths: Mapping[str, str], options: Mapping[str, Any]):
-    """Read the figure's data from `paths` ({name: file}) and draw it."""
-    figure = BY_ID[figure_id]
-    data = None
-    if figure.chapter is not None:
-        reader = importlib.import_module(f"tcrformer.chapters.{figure.chapter}.figure_data")
-        data = reader.read(paths)
-    return getattr(importlib.import_module(figure.module), figure.id)(data, **options)
+    """Read the table's figure's data from `paths` ({name: file}) and draw it."""
+    return BY_ID[figure_id].draw(paths, options)
 
 
 WAVE_FRACTIONS = (0, 1 / 8, 1 / 4)  # figures.wave_dims null: where, along notes.d_model
