@@ -1,10 +1,14 @@
-"""The figure table: every figure of the report, what it reads and what draws it.
+"""The figure table: every figure of the library's chapters, what it reads and what draws it.
 
 workflow/rules/figures.smk makes one rule per row, as showyourwork does. A figure's id is
 the name of its rule, of its files (results/<run>/figures/<id>.png and .svg), of its caption
 (workflow/report/figures/<id>.rst) and of its draw function in tcrformer.plotting.<chapter>,
 which takes the chapter's figure data (tcrformer.chapters.<chapter>.figure_data) and the
 row's options, taken from the config, and returns a matplotlib Figure.
+
+The table names the library's figures only. A unit outside the library declares its own
+rows, of a subclass of Figure that says where its figure data, its draw functions and its
+report section are, and makes their rules in its own rule file.
 """
 
 from __future__ import annotations
@@ -17,14 +21,12 @@ from typing import Any
 
 from tcrformer.chapters import records
 
-# The report's sections that are no chapter's: the run, the golden check, the schematics, and
-# the claims (a unit of their own, included apart from the chapters). A chapter's section is
-# its record's (tcrformer.chapters.records).
+# The report's sections that are no chapter's: the run, the golden check and the schematics.
+# A chapter's section is its record's (tcrformer.chapters.records).
 SECTIONS = {
     "run": "0. Run",
     "golden": "0. Golden check",
     "schematic": "5. Schematics",
-    "claims": "7. Claims",
 }
 CATEGORIES = {**SECTIONS, **{chapter.name: chapter.category for chapter in records()}}
 """{name: report section}: every `category=` of the rules reads this."""
@@ -131,13 +133,6 @@ FIGURES = (
     ),
     Figure("fig11_post_pre_ln", None),
     Figure("figS3_seed_ensemble", "ensemble"),
-    Figure("figC1_training_arms", "claims"),
-    Figure("figC2_gradients_and_calibration", "claims"),
-    Figure("figC3_attention_importance", "claims"),
-    Figure("figC4_positional_encoding", "claims"),
-    Figure("figC5_attention_cost", "claims"),
-    Figure("figC6_beam", "claims"),
-    Figure("figC7_effects", "claims"),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from tcrformer.chapters.claims import protocol
-from tcrformer.chapters.claims.kinds import (
+from tcrclaims import protocol
+from tcrclaims.kinds import (
     EVALUATED,
     FAILS,
     HOLDS,
@@ -38,7 +38,7 @@ from tcrformer.chapters.claims.kinds import (
     SUPPORTED,
     VERDICTS,  # noqa: F401 (re-exported: what each kind of claim may be judged)
 )
-from tcrformer.chapters.claims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
+from tcrclaims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
 
 
 @dataclass(frozen=True)
