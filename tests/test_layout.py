@@ -298,6 +298,40 @@ def test_the_graph_sees_importlib_and_an_import_up_a_layer():
     assert cycles_in(looped)
 
 
+def unit_names(root: Path) -> list[str]:
+    """Files of `root`'s library, rule files (workflow/rules, the Snakefile aside) and scripts
+    that name a unit's package or its figures: the library and the chapters' workflow know
+    no unit, so that deleting its folder removes it."""
+    workflow = root / "workflow"
+    paths = [*(workflow / "lib").rglob("*.py"), *(workflow / "rules").glob("*.smk"),
+             *(workflow / "scripts").glob("*.py")]  # fmt: skip
+    names = re.compile("|".join([*UNITS.values(), r"\bfigC\d"]))
+    return sorted(str(p.relative_to(root)) for p in paths if names.search(p.read_text()))
+
+
+def test_the_library_knows_no_unit():
+    """tcrformer neither imports the claims' package nor names it or its figures; no chapter
+    package, record, report section or figure of the library is the claims'."""
+    from tcrformer.figures import CATEGORIES, FIGURES
+
+    assert unit_names(ROOT) == []
+    assert not set(UNITS) & {*packages(), *CATEGORIES, *(f.chapter for f in FIGURES)}
+    imports = import_graph()
+    assert not {m: n for m, names in imports.items() if m.startswith("tcrformer")
+                for n in names if n.split(".")[0] in UNITS.values()}  # fmt: skip
+
+
+def test_the_unit_check_sees_a_figure_row_and_an_import_put_back(tmp_path):
+    lib, rules = tmp_path / "workflow/lib/tcrformer", tmp_path / "workflow/rules"
+    lib.mkdir(parents=True)
+    rules.mkdir(parents=True)
+    (lib / "figures.py").write_text('FIGURES = (Figure("figC1_training_arms", "claims"),)\n')
+    (rules / "common.smk").write_text("from tcrclaims.settings import JOB_FOLDER\n")
+    (rules / "toy.smk").write_text("# the toy chapter: no figure of another's\n")
+    assert unit_names(tmp_path) == ["workflow/lib/tcrformer/figures.py",
+                                    "workflow/rules/common.smk"]  # fmt: skip
+
+
 # What loads code without an import statement: the graph above cannot see it.
 LOADS_BY_PATH = {"importlib", "runpy", "spec_from_file_location", "SourceFileLoader", "exec"}
 
