@@ -14,9 +14,8 @@ from tcrclaims.settings import Settings as ClaimsSettings
 # The claims' own config check, after the library's (it reads the reversal section).
 CLAIMS = checked_config(ClaimsSettings.from_config)
 CLAIM_ARMS = CLAIMS.used_arms()
-# The claims file, read by the Snakefile before the config check; the power plan (the seeds
-# each claim needs), reported beside the seeds run.
-CLAIMS_FILE = Path(workflow.current_basedir) / "config/claims.yaml"
+# The power plan (the seeds each claim needs), reported beside the seeds run. (The claims
+# file, CLAIMS_FILE, is the Snakefile's: it reads it before the config check.)
 CLAIMS_PLAN = Path(workflow.current_basedir).parents[1] / POWER_PLAN
 
 
