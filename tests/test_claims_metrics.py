@@ -1,4 +1,4 @@
-"""The per-arm metrics' registry (chapters/claims/metrics.py): each metric computed from what
+"""The per-arm metrics' registry (tcrclaims/metrics.py): each metric computed from what
 the evaluation has, where its extra ran; the extras an arm's claims need; top-1 agreement
 wired to the attribution's arrays on a model whose answer is known."""
 

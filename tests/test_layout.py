@@ -506,13 +506,13 @@ def test_scripts_and_benches_patch_no_import_path():
         assert "sys.path" not in path.read_text(), path.name
 
 
-# The rules ask the library, claim by claim ----------------------------------------------------
+# The rules ask the claims' package, claim by claim ---------------------------------------------
 
 
 def claim_logic_in_rules(folder: Path) -> list[tuple[str, str]]:
     """(rule file, name) for every string of a .smk file that names a per-arm metric
-    (claims.metrics.METRICS) or a test, direction or manipulation check (claims.kinds):
-    which evaluation an arm needs, and which numbers a claim's job reads, are the library's
+    (tcrclaims.metrics.METRICS) or a test, direction or manipulation check (tcrclaims.kinds):
+    which evaluation an arm needs, and which numbers a claim's job reads, are the package's
     to answer."""
     from tcrclaims import kinds
     from tcrclaims.metrics import METRICS
