@@ -66,7 +66,7 @@ ARMS_KEPT_ON = ("dropout", "grad_clip")
 
 
 def claims_arms_config(folder: Path, stress_step: int = 2) -> Path:
-    from tcrformer.chapters.claims.settings import Settings
+    from tcrclaims.settings import Settings
 
     config = default_config()
     arms = config["claims"]["arms"]

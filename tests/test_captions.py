@@ -23,12 +23,15 @@ import pytest
 import yaml
 from docutils.core import publish_parts
 
-from tcrformer.figures import BY_ID
+from tcrclaims.figures import BY_ID as CLAIMS_FIGURES
+from tcrformer.figures import BY_ID as LIBRARY_FIGURES
 
 from conftest import OTHER_RECEPTOR, OTHER_RUN, ROOT
 
+BY_ID = {**LIBRARY_FIGURES, **CLAIMS_FIGURES}
 REPORT = ROOT / "workflow" / "report"
-CAPTIONS = sorted(REPORT.rglob("*.rst"))
+CLAIMS_REPORT = ROOT / "workflow" / "claims" / "report"  # the claims' captions, in their folder
+CAPTIONS = sorted([*REPORT.rglob("*.rst"), *CLAIMS_REPORT.rglob("*.rst")])
 FRONT_PAGE = REPORT / "workflow.rst"
 RUN_CAPTIONS = [path for path in CAPTIONS if path != FRONT_PAGE]
 PAPER_RECEPTOR = "CASSIRSSYEQYF"

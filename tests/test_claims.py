@@ -16,24 +16,23 @@ import pytest
 import torch
 import yaml
 
-from tcrformer.chapters.claims import protocol, verdicts
-from tcrformer.chapters.claims.compute import (
+from tcrclaims import protocol, verdicts
+from tcrclaims.compute import (
     DECISION_CODE,
     claims_register,
     decision_code_sha256,
     finite_or_none,
 )
-from tcrformer.chapters.claims.kinds import KINDS, TESTS
-from tcrformer.chapters.claims.metrics import stepped
-from tcrformer.chapters.claims.settings import Settings
-from tcrformer.chapters.claims.summary import (
+from tcrclaims.kinds import KINDS, TESTS
+from tcrclaims.metrics import stepped
+from tcrclaims.settings import Settings
+from tcrclaims.summary import (
     CHANGED,
     CODE_CHANGED,
     code_checked,
     registration_mark,
 )
 from tcrformer.core.config import ConfigError
-from tcrformer.core.manifest import code_digest
 from tcrformer.stats.holm import holm, holm_levels
 from tcrformer.stats.sign_flip import sign_flip_p
 from tcrformer.training import measures
@@ -496,34 +495,42 @@ def test_the_registration_freezes_the_files_of_the_decision_code():
     registered = claims_register(SETTINGS, "sha", "commit")["registration"]
     assert registered["decision_code_files"] == list(DECISION_CODE)
     assert registered["decision_code_sha256"] == decision_code_sha256()
-    assert registered["decision_code_sha256"] == code_digest(*DECISION_CODE)
+    assert DECISION_CODE[0] == "tcrclaims"  # the claims' package whole, then library parts
+    assert all(part.startswith("tcrformer/") for part in DECISION_CODE[1:])
 
 
 def test_the_code_digest_sees_every_file_of_its_parts_and_nothing_else(tmp_path):
-    """An edit, a new file and a rename under a frozen part change the digest; a file
-    outside the parts, and the bytecode cache, do not."""
+    """An edit, a new file and a rename under a frozen part, the claims' package or the
+    library's, change the digest; a file outside the parts, and the bytecode cache, do not;
+    copies of the two packages anywhere give the checkout's digest."""
     import shutil
 
+    from tcrclaims.compute import PACKAGE
     from tcrformer.core.manifest import LIBRARY
 
-    root = tmp_path / "tcrformer"
-    shutil.copytree(LIBRARY, root, ignore=shutil.ignore_patterns("__pycache__"))
-    digest = lambda: code_digest(*DECISION_CODE, root=root)  # noqa: E731
+    ignore = shutil.ignore_patterns("__pycache__")
+    library, package = tmp_path / "lib/tcrformer", tmp_path / "elsewhere/tcrclaims"
+    shutil.copytree(LIBRARY, library, ignore=ignore)
+    shutil.copytree(PACKAGE, package, ignore=ignore)
+    digest = lambda: decision_code_sha256(package, library)  # noqa: E731
     before = digest()
     assert before == decision_code_sha256()  # the same files, named alike: the same digest
-    (root / "plotting/claims.py").write_text("# drawn otherwise\n", encoding="utf-8")
-    (root / "stats/__pycache__").mkdir()
-    (root / "stats/__pycache__/holm.cpython-311.pyc").write_bytes(b"cache")
+    (library / "plotting/style.py").write_text("# drawn otherwise\n", encoding="utf-8")
+    (library / "stats/__pycache__").mkdir()
+    (library / "stats/__pycache__/holm.cpython-311.pyc").write_bytes(b"cache")
     assert digest() == before
-    metrics_file = root / "chapters/claims/metrics.py"
+    metrics_file = package / "metrics.py"
     metrics_file.write_text(metrics_file.read_text() + "\n", encoding="utf-8")
     edited = digest()
     assert edited != before
-    (root / "stats/extra.py").write_text("", encoding="utf-8")
+    (library / "stats/extra.py").write_text("", encoding="utf-8")
     added = digest()
     assert added != edited
-    (root / "stats/extra.py").rename(root / "stats/other.py")
-    assert digest() != added
+    (library / "stats/extra.py").rename(library / "stats/other.py")
+    renamed = digest()
+    assert renamed != added
+    (package / "extra.py").write_text("", encoding="utf-8")
+    assert digest() != renamed
 
 
 def test_the_power_plan_is_what_the_pilot_archive_gives():

@@ -1,4 +1,4 @@
-"""The claim experiments that need no training (tcrformer.chapters.claims.analytic)."""
+"""The claim experiments that need no training (tcrclaims.analytic)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tcrformer.chapters.claims.analytic import (
+from tcrclaims.analytic import (
     attention_cost,
     cosine_by_distance,
     derangement,

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from tcrformer.chapters.claims.compute import claims_summary
-from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
-from tcrformer.chapters.claims.summary import CHANGED, CODE_CHANGED, UNCHECKED_CODE
+from tcrclaims.compute import claims_summary
+from tcrclaims.settings import JOB_FOLDER, POWER_PLAN, Settings
+from tcrclaims.summary import CHANGED, CODE_CHANGED, UNCHECKED_CODE
 from tcrformer.core.io import read_json, write_named
 from tcrformer.validation import validate
 
@@ -35,7 +35,9 @@ def archived(tmp_path_factory) -> Path:
 
 def summarise(claims: Path, out: Path) -> dict[str, Path]:
     """What claims_summary writes from an archived run's files, as the rule reads them."""
-    settings = validate(default_config(), ROOT / "workflow/schemas/config.schema.yaml")["claims"]
+    config = default_config()
+    validate(config, ROOT / "workflow/schemas/config.schema.yaml")  # the defaults filled in
+    settings = Settings.from_config(config)
     metrics, histories = {}, {}
     for arm in settings.used_arms():
         for seed in settings.seeds_of(arm):

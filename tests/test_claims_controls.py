@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from tcrformer.chapters.claims import protocol
-from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
+from tcrclaims import protocol
+from tcrclaims.kinds import REFUTED, SUPPORTED
 from tcrformer.models.decoding import beam_outcomes
 from tcrformer.training.attribution import mass_on_top, top1_agreement
 
@@ -235,7 +235,7 @@ def _net_wins(kinds, width):
 
 
 def test_the_beam_snapshot_is_the_first_with_room_read_from_greedy_alone():
-    from tcrformer.chapters.claims.metrics import GREEDY_ROOM, room_step
+    from tcrclaims.metrics import GREEDY_ROOM, room_step
 
     assert GREEDY_ROOM == (0.2, 0.9)
     # one seed's greedy exact by step, unordered on purpose: 300 has no room (0.05), 500 is
@@ -296,7 +296,7 @@ def _beam_evaluation(fractions, monkeypatch):
     the models measures.beam_metrics was run on."""
     from types import SimpleNamespace
 
-    from tcrformer.chapters.claims.metrics import ArmEvaluation
+    from tcrclaims.metrics import ArmEvaluation
     from tcrformer.training import measures
 
     src = torch.tensor([[k, k] for k in (TRAP, EASY, LOSE, CUT)])
@@ -321,7 +321,7 @@ def _beam_evaluation(fractions, monkeypatch):
 
 
 def test_the_beam_extra_runs_beam_at_the_first_snapshot_with_greedy_room(monkeypatch):
-    from tcrformer.chapters.claims.metrics import EXTRAS, METRICS
+    from tcrclaims.metrics import EXTRAS, METRICS
     from tcrformer.training import measures
 
     real = measures.beam_metrics
@@ -344,7 +344,7 @@ def test_the_beam_extra_runs_beam_at_the_first_snapshot_with_greedy_room(monkeyp
 
 
 def test_a_seed_without_greedy_room_has_no_beam_value(monkeypatch):
-    from tcrformer.chapters.claims.metrics import EXTRAS, METRICS
+    from tcrclaims.metrics import EXTRAS, METRICS
 
     e, ran = _beam_evaluation({100: 0.0, 200: 0.0, 300: 1.0}, monkeypatch)
     EXTRAS["beam"](e, (100, 200, 300))

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from tcrformer.chapters.claims import protocol
-from tcrformer.chapters.claims.kinds import REFUTED, SUPPORTED
+from tcrclaims import protocol
+from tcrclaims.kinds import REFUTED, SUPPORTED
 from tcrformer.training import measures
 from tcrformer.training.checkpoints import snapshot_path
 from tcrformer.training.data import PAD, VOCAB_SIZE
@@ -97,7 +97,7 @@ def test_attention_entropy_tells_spiky_from_flat():
 def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_by_its_arms():
     import yaml
 
-    from tcrformer.chapters.claims.settings import Settings
+    from tcrclaims.settings import Settings
 
     from conftest import ROOT
 
@@ -117,8 +117,8 @@ def test_with_eval_seed_per_seed_each_seed_has_its_own_held_out_strings_shared_b
 
 
 def test_a_claim_job_measures_the_excess_at_its_snapshots_and_keeps_no_weights(tmp_path):
-    from tcrformer.chapters.claims import metrics, verdicts
-    from tcrformer.chapters.claims.compute import train_claim_arm
+    from tcrclaims import metrics, verdicts
+    from tcrclaims.compute import train_claim_arm
     from tcrformer.core.config import ConfigError
 
     recipe = tiny(steps=40, snapshot_steps=(30, 40), dropout=0.3)
@@ -215,7 +215,7 @@ def same_recipe_arms(runs) -> dict[str, list[dict[int, float]]]:
 
 def judged(arms: dict[str, list[dict[int, float]]], test) -> tuple[str, protocol.Effect]:
     """The verdict of `test` on per-seed excesses by step, as the claims chapter reaches it."""
-    from tcrformer.chapters.claims import metrics, verdicts
+    from tcrclaims import metrics, verdicts
 
     per_seed = {arm: [{"log2_excess": by_step} for by_step in seeds]
                 for arm, seeds in arms.items()}  # fmt: skip

@@ -1,4 +1,4 @@
-"""The per-arm metrics' registry (chapters/claims/metrics.py): each metric computed from what
+"""The per-arm metrics' registry (tcrclaims/metrics.py): each metric computed from what
 the evaluation has, where its extra ran; the extras an arm's claims need; top-1 agreement
 wired to the attribution's arrays on a model whose answer is known."""
 
@@ -19,9 +19,9 @@ from test_attribution import (
     tiny_model,
 )
 
-from tcrformer.chapters.claims import metrics
-from tcrformer.chapters.claims.metrics import EXTRAS, METRICS, ArmEvaluation
-from tcrformer.chapters.claims.settings import Settings
+from tcrclaims import metrics
+from tcrclaims.metrics import EXTRAS, METRICS, ArmEvaluation
+from tcrclaims.settings import Settings
 from tcrformer.core.config import ConfigError
 
 from conftest import ROOT, default_config
@@ -100,7 +100,7 @@ def test_the_metrics_read_like_their_definitions():
 
 
 def test_a_claim_reads_a_by_step_metric_at_its_snapshots_by_its_rule():
-    from tcrformer.chapters.claims import verdicts
+    from tcrclaims import verdicts
 
     # two seeds' metrics as metrics.json gives them back (JSON keys are strings); the second
     # seed's snapshots left greedy no room: its beam numbers are None

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from tcrformer.chapters.claims.figure_data import ClaimsFigures
-from tcrformer.chapters.claims.kinds import HOLDS, SUPPORTED
-from tcrformer.chapters.claims.settings import POWER_PLAN, Settings
-from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
-from tcrformer.plotting import claims as plots
+from tcrclaims import plotting as plots
+from tcrclaims.figure_data import ClaimsFigures
+from tcrclaims.kinds import HOLDS, SUPPORTED
+from tcrclaims.settings import POWER_PLAN, Settings
+from tcrclaims.summary import claims_markdown, figure_data, table_rows
 
 from conftest import ROOT, default_config
 

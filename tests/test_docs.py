@@ -304,7 +304,8 @@ def listed_modules(package: Path) -> list[str]:
     return [f"{name}.py" for name in names]
 
 
-PACKAGES = sorted(p.parent for p in LIB.rglob("__init__.py"))
+PACKAGES = sorted(p.parent for folder in (LIB, ROOT / "workflow/claims/lib")
+                  for p in folder.rglob("__init__.py"))  # fmt: skip
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -122,13 +122,17 @@ def test_env_packages_import_in_the_pip_environment(env):
         assert installed == version, f"{pypi}: installed {installed}, {env.name} pins {version}"
 
 
+CLAIMS = ROOT / "workflow" / "claims"  # a chapter's own folder: its scripts import tcrclaims too
+
+
 def script_folders() -> list[Path]:
-    """Every folder that holds a script a rule runs (its `script:`, relative to its file)."""
-    rules = ROOT / "workflow" / "rules"
+    """Every folder that holds a script a rule runs (its `script:`, relative to its file),
+    the claims' folder's rules included."""
+    rule_files = [*(ROOT / "workflow/rules").glob("*.smk"), *CLAIMS.glob("*.smk")]
     found = set()
-    for path in rules.glob("*.smk"):
+    for path in rule_files:
         for script in re.findall(r'script:\s*\n\s*"([^"]+)"', path.read_text()):
-            found.add((rules / script).resolve().parent)
+            found.add((path.parent / script).resolve().parent)
     return sorted(found)
 
 
@@ -136,16 +140,20 @@ def script_folders() -> list[Path]:
 def test_a_rule_script_imports_the_library_from_its_own_folder(folder, tmp_path):
     """In a conda environment (no install, Snakemake's PYTHONPATH dropped) a rule script
     finds tcrformer in its own folder, which Snakemake puts on its path: the library of
-    this checkout, from any working folder."""
+    this checkout, from any working folder; a claims script finds tcrclaims there too."""
     probe = (f"import sys; sys.path.append({str(folder)!r}); from tcrformer.core import "
              "shipped; print(shipped.__file__); print(shipped.REPOSITORY)")  # fmt: skip
+    if folder.is_relative_to(CLAIMS):
+        probe += "; import tcrclaims; print(tcrclaims.__file__)"
     # -S: no site-packages (no installed tcrformer); -I: no PYTHONPATH, no current folder
     done = subprocess.run([sys.executable, "-S", "-I", "-c", probe], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    module, repository = done.stdout.split()
+    module, repository, *claims = done.stdout.split()
     assert Path(module).resolve() == ROOT / "workflow/lib/tcrformer/core/shipped.py"
     assert Path(repository) == ROOT
+    if folder.is_relative_to(CLAIMS):
+        assert Path(claims[0]).resolve() == CLAIMS / "lib/tcrclaims/__init__.py"
 
 
 def rules_in(path: Path) -> dict[str, str]:

@@ -18,11 +18,15 @@ from matplotlib.image import imread
 from conftest import ROOT, snakemake
 
 PLOTTING = ROOT / "workflow" / "lib" / "tcrformer" / "plotting"
+CLAIMS = ROOT / "workflow" / "claims"  # the claims' own figures: their package, script, captions
 SCRIPTS = [ROOT / "workflow" / "scripts" / f"{name}.py"
            for name in ("draw_figure", "golden_table", "manifest_table")]  # fmt: skip
+SCRIPTS += [CLAIMS / "scripts" / "draw_figure.py"]
 FIGURE_CODE = [ROOT / "workflow" / "lib" / "tcrformer" / "figures.py"] + sorted(
     (ROOT / "workflow" / "lib" / "tcrformer" / "chapters").glob("*/figure_data.py")
 )
+CLAIMS_FIGURE_CODE = [CLAIMS / "lib/tcrclaims" / f"{name}.py"
+                      for name in ("figure_data", "figures", "plotting")]  # fmt: skip
 CAPTIONS = ROOT / "workflow" / "report" / "figures"
 
 # Modules that train or load a model: a figure must be drawable without any of them. Of a
@@ -41,6 +45,7 @@ MODEL_MODULES = (
     "tcrformer.training.evaluate",
 )
 CHAPTER_PARTS_FOR_FIGURES = ("settings", "figure_data")
+CLAIMS_PARTS_FOR_FIGURES = (*CHAPTER_PARTS_FOR_FIGURES, "figures", "plotting")
 FAST_FIGURES = {
     "fig01_toy_input",
     "fig02_head_plane",
@@ -81,12 +86,16 @@ def is_model_module(name: str) -> bool:
     if any(name == m or name.startswith(f"{m}.") for m in MODEL_MODULES):
         return True
     parts = name.split(".")
+    if parts[0] == "tcrclaims":  # a chapter's package of its own
+        return len(parts) > 1 and parts[1] not in CLAIMS_PARTS_FOR_FIGURES
     in_chapter = parts[:2] == ["tcrformer", "chapters"] and len(parts) > 3
     return in_chapter and parts[3] not in CHAPTER_PARTS_FOR_FIGURES
 
 
 @pytest.mark.parametrize(
-    "path", SCRIPTS + FIGURE_CODE + sorted(PLOTTING.glob("*.py")), ids=lambda p: p.name
+    "path",
+    SCRIPTS + FIGURE_CODE + CLAIMS_FIGURE_CODE + sorted(PLOTTING.glob("*.py")),
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
 )
 def test_figure_code_imports_no_model_code(path):
     offending = sorted(n for n in imported_modules(path) if is_model_module(n))
@@ -97,6 +106,7 @@ def test_importing_the_plotting_package_loads_no_model_code():
     modules = [f"tcrformer.plotting.{p.stem}" for p in PLOTTING.glob("*.py")]
     modules += ["tcrformer.figures"] + [f"tcrformer.chapters.{p.parent.name}.figure_data"
                                          for p in FIGURE_CODE[1:]]  # fmt: skip
+    modules += [f"tcrclaims.{p.stem}" for p in CLAIMS_FIGURE_CODE]
     code = (
         "import sys, importlib\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
@@ -118,21 +128,25 @@ def test_the_import_check_sees_relative_and_model_imports(tmp_path):
     assert is_model_module("tcrformer.chapters.reversal.compute")
     assert is_model_module("tcrformer.training.evaluate")
     assert is_model_module("tcrformer.training.loop")
+    assert is_model_module("tcrclaims.compute") and not is_model_module("tcrclaims.plotting")
     assert not is_model_module("tcrformer.chapters.toy.figure_data")
     assert not is_model_module("tcrformer.core.io")
 
 
 def test_every_figure_has_a_caption_a_draw_function_and_a_name_after_the_seed():
-    import importlib
-
+    """The library's figures and the claims' (captions in their own folder)."""
+    from tcrclaims.figures import FIGURES as CLAIMS_FIGURES
     from tcrformer.figures import FIGURES
 
-    names = [figure.id for figure in FIGURES]
+    names = [figure.id for figure in (*FIGURES, *CLAIMS_FIGURES)]
     assert FAST_FIGURES <= set(names) and len(set(names)) == len(names)
-    for figure in FIGURES:
+    captions = {**dict.fromkeys(FIGURES, CAPTIONS),
+                **dict.fromkeys(CLAIMS_FIGURES, CLAIMS / "report" / "figures")}  # fmt: skip
+    for figure, folder in captions.items():
         assert re.fullmatch(r"fig(\d\d|S\d|C\d)_[a-z0-9_]+", figure.id), figure.id
-        assert (CAPTIONS / f"{figure.id}.rst").read_text().strip(), figure.id
-        assert callable(getattr(importlib.import_module(figure.module), figure.id))
+        assert (folder / f"{figure.id}.rst").read_text().strip(), figure.id
+        assert callable(figure.draw_function()), figure.id
+    assert all(f.id.startswith("figC") for f in CLAIMS_FIGURES) and len(CLAIMS_FIGURES) == 7
 
 
 def check_png(path: Path) -> None:

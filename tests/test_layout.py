@@ -22,6 +22,7 @@ LIB = ROOT / "workflow" / "lib" / "tcrformer"
 RULES = ROOT / "workflow" / "rules"
 SCRIPTS = ROOT / "workflow" / "scripts"
 CLAIMS = ROOT / "workflow" / "claims"  # a chapter in a folder of its own: rules, scripts, config
+CLAIMS_LIB = CLAIMS / "lib" / "tcrclaims"  # and its package, above the library
 RULE_FILES = sorted([*RULES.glob("*.smk"), *CLAIMS.glob("*.smk")])
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
@@ -57,12 +58,24 @@ def rule_file(chapter: str) -> Path:
     return own if own.exists() else RULES / f"{chapter}.smk"
 
 
-@pytest.mark.parametrize("chapter", packages())
+# The claims are a unit of their own: a folder (workflow/claims/: rules, scripts, config, and
+# their package, tcrclaims), included by the Snakefile while it is there; no record of theirs
+# is in the library.
+UNITS = {"claims": "tcrclaims"}  # the unit's folder under workflow/ -> its package
+APART_FOLDER = "claims"
+
+
+def part_of(chapter: str, part: str):
+    """A chapter's settings, compute or figure_data: the library's package, or a unit's."""
+    return importlib.import_module(f"{UNITS.get(chapter, f'tcrformer.chapters.{chapter}')}.{part}")
+
+
+@pytest.mark.parametrize("chapter", [*packages(), *UNITS])
 def test_every_chapter_is_a_package_of_settings_compute_and_figure_data(chapter):
-    settings = importlib.import_module(f"tcrformer.chapters.{chapter}.settings")
+    settings = part_of(chapter, "settings")
     assert inspect.ismethod(settings.Settings.from_config), "Settings.from_config, a classmethod"
-    compute = importlib.import_module(f"tcrformer.chapters.{chapter}.compute")
-    figure_data = importlib.import_module(f"tcrformer.chapters.{chapter}.figure_data")
+    compute = part_of(chapter, "compute")
+    figure_data = part_of(chapter, "figure_data")
     assert isinstance(figure_data.FILES, dict) and callable(figure_data.read)
     rules = rule_file(chapter)
     assert rules.exists(), f"one rule file per chapter: {chapter}.smk"
@@ -101,15 +114,9 @@ def test_every_chapter_is_checked_by_the_config_check(chapter, monkeypatch):
         validate(default_config(), ROOT / "workflow/schemas/config.schema.yaml")
 
 
-# The claims are a unit of their own: their package has no record, and the Snakefile includes
-# their rule file apart from the chapters'.
-APART = {"claims"}
-APART_FOLDER = "claims"  # workflow/claims/: its rules, scripts, config (its README)
-
-
 def test_every_chapter_declares_itself_once_in_its_package():
     declared = {chapter.name for chapter in records()}
-    assert declared == set(packages()) - APART
+    assert declared == set(packages())
     for chapter in records():
         assert importlib.import_module(f"tcrformer.chapters.{chapter.name}").CHAPTER == chapter
     assert [c.category for c in records()] == sorted(c.category for c in records())
@@ -173,25 +180,31 @@ DYNAMIC_IMPORTS = {
 
 
 # The layers, lowest first: a module imports its own layer and those below, never one above.
-# The scripts and rule files sit above them all.
-LAYERS = ("core", "stats", "models", "plotting", "training", "chapters", "workflow", "offline")
+# A unit's package (tcrclaims) stands on the whole library; the scripts and rule files sit
+# above them all.
+LAYERS = ("core", "stats", "models", "plotting", "training", "chapters", "workflow", "units",
+          "offline")  # fmt: skip
 
 
 def layer(module: str) -> int:
     """tcrformer.<layer>...; the library's own top-level modules (figures, validation,
-    notebook) are the workflow's way in; bench.* and tools.* are offline."""
+    notebook) are the workflow's way in; a unit's package is above it; bench.* and tools.*
+    are offline."""
     parts = module.split(".")
     if parts[0] in ("bench", "tools"):
         return LAYERS.index("offline")
+    if parts[0] in UNITS.values():
+        return LAYERS.index("units")
     if module == "tcrformer":
         return LAYERS.index("core")  # the package's constants (AMINO_ACIDS, __version__)
     return LAYERS.index(parts[1]) if parts[1] in LAYERS else LAYERS.index("workflow")
 
 
 def module_name(path: Path) -> str:
-    if path.is_relative_to(LIB):
-        dotted = ".".join(path.relative_to(LIB).with_suffix("").parts)
-        return ("tcrformer." + dotted).removesuffix(".__init__")
+    for package in (LIB, CLAIMS_LIB):
+        if path.is_relative_to(package):
+            dotted = ".".join(path.relative_to(package).with_suffix("").parts)
+            return f"{package.name}.{dotted}".removesuffix(".__init__")
     return f"{path.parent.name}.{path.stem}".removesuffix(".__init__")
 
 
@@ -222,8 +235,10 @@ def imported_names(tree: ast.AST, module: str, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """{module: the modules it imports} over the library, bench/ and tools/."""
-    paths = [*LIB.rglob("*.py"), *BENCH.glob("*.py"), *TOOLS.glob("*.py")]
+    """{module: the modules it imports} over the library, the claims' package, bench/ and
+    tools/."""
+    paths = [*LIB.rglob("*.py"), *CLAIMS_LIB.rglob("*.py"), *BENCH.glob("*.py"),
+             *TOOLS.glob("*.py")]  # fmt: skip
     known = {module_name(p) for p in paths}
     return {module_name(p): imported_names(ast.parse(p.read_text()), module_name(p), known)
             for p in paths}  # fmt: skip
@@ -255,8 +270,8 @@ def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_layer_imports_only_the_layers_below_it():
-    """core < models < plotting < training < chapters < the workflow's way in < bench/,
-    tools/: importlib's imports counted; and no import cycle anywhere."""
+    """core < models < plotting < training < chapters < the workflow's way in < the claims'
+    package < bench/, tools/: importlib's imports counted; and no import cycle anywhere."""
     imports = import_graph()
     assert upward_imports(imports) == {}
     cycles = [c for c in cycles_in(imports) if len(set(c)) > 1 or c[0] != c[-1]]
@@ -272,9 +287,49 @@ def test_the_graph_sees_importlib_and_an_import_up_a_layer():
     assert "tcrformer.models.fast" in imports["bench.golden_power"]
     up = {**imports, "tcrformer.training.loop": {"tcrformer.chapters.toy.compute"}}
     assert upward_imports(up)["tcrformer.training.loop"] == ["tcrformer.chapters.toy.compute"]
+    # The library importing the claims' package, and that package importing a tool, are up.
+    assert "tcrformer.figures" in imports["tcrclaims.figures"]
+    up = {**imports, "tcrformer.figures": {"tcrclaims.figures"},
+          "tcrclaims.settings": {"tools.claims_power"}}  # fmt: skip
+    assert upward_imports(up) == {"tcrformer.figures": ["tcrclaims.figures"],
+                                  "tcrclaims.settings": ["tools.claims_power"]}  # fmt: skip
     # A cycle through an importlib edge is found: chapters -> toy.settings -> chapters.
     looped = {**imports, "tcrformer.chapters.toy.settings": {"tcrformer.chapters"}}
     assert cycles_in(looped)
+
+
+def unit_names(root: Path) -> list[str]:
+    """Files of `root`'s library, rule files (workflow/rules, the Snakefile aside) and scripts
+    that name a unit's package or its figures: the library and the chapters' workflow know
+    no unit, so that deleting its folder removes it."""
+    workflow = root / "workflow"
+    paths = [*(workflow / "lib").rglob("*.py"), *(workflow / "rules").glob("*.smk"),
+             *(workflow / "scripts").glob("*.py")]  # fmt: skip
+    names = re.compile("|".join([*UNITS.values(), r"\bfigC\d"]))
+    return sorted(str(p.relative_to(root)) for p in paths if names.search(p.read_text()))
+
+
+def test_the_library_knows_no_unit():
+    """tcrformer neither imports the claims' package nor names it or its figures; no chapter
+    package, record, report section or figure of the library is the claims'."""
+    from tcrformer.figures import CATEGORIES, FIGURES
+
+    assert unit_names(ROOT) == []
+    assert not set(UNITS) & {*packages(), *CATEGORIES, *(f.chapter for f in FIGURES)}
+    imports = import_graph()
+    assert not {m: n for m, names in imports.items() if m.startswith("tcrformer")
+                for n in names if n.split(".")[0] in UNITS.values()}  # fmt: skip
+
+
+def test_the_unit_check_sees_a_figure_row_and_an_import_put_back(tmp_path):
+    lib, rules = tmp_path / "workflow/lib/tcrformer", tmp_path / "workflow/rules"
+    lib.mkdir(parents=True)
+    rules.mkdir(parents=True)
+    (lib / "figures.py").write_text('FIGURES = (Figure("figC1_training_arms", "claims"),)\n')
+    (rules / "common.smk").write_text("from tcrclaims.settings import JOB_FOLDER\n")
+    (rules / "toy.smk").write_text("# the toy chapter: no figure of another's\n")
+    assert unit_names(tmp_path) == ["workflow/lib/tcrformer/figures.py",
+                                    "workflow/rules/common.smk"]  # fmt: skip
 
 
 # What loads code without an import statement: the graph above cannot see it.
@@ -340,7 +395,9 @@ def test_the_rule_file_check_sees_each_way_past_the_layers(tmp_path):
 
 def test_no_module_loads_code_by_its_path():
     """The library, bench/, tools/ and the scripts import what they use."""
-    paths = [*LIB.rglob("*.py"), *BENCH.glob("*.py"), *TOOLS.glob("*.py"), *SCRIPTS.glob("*.py")]
+    paths = [*LIB.rglob("*.py"), *CLAIMS_LIB.rglob("*.py"), *BENCH.glob("*.py"),
+             *TOOLS.glob("*.py"), *SCRIPTS.glob("*.py"),
+             *(CLAIMS / "scripts").glob("*.py")]  # fmt: skip
     found = {str(p.relative_to(ROOT)): loads_by_path(p) for p in paths}
     assert {path: names for path, names in found.items() if names} == {}
 
@@ -400,13 +457,15 @@ MIRRORED = {"EncoderDecoder", "EncoderLayer", "DecoderLayer", "LayerNorm",
 
 
 def public_definitions() -> dict[str, list[str]]:
-    """{name: the lib modules that define it at top level}, for every public function and
-    class of the lib."""
+    """{name: the modules that define it at top level}, for every public function and class
+    of the library and the claims' package."""
     places: dict[str, list[str]] = {}
-    for path in LIB.rglob("*.py"):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
-                places.setdefault(node.name, []).append(str(path.relative_to(LIB)))
+    for package in (LIB, CLAIMS_LIB):
+        for path in package.rglob("*.py"):
+            module = f"{package.name}/{path.relative_to(package)}"
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name[0] != "_":
+                    places.setdefault(node.name, []).append(module)
     return places
 
 
@@ -428,9 +487,10 @@ def test_the_one_definition_check_sees_a_second_definition(tmp_path, monkeypatch
 
 
 def test_the_feature_names_live_in_the_toy_input_alone():
-    hits = [str(p.relative_to(LIB)) for p in LIB.rglob("*.py") if "pos_sin_" in p.read_text()
+    paths = [*LIB.rglob("*.py"), *CLAIMS_LIB.rglob("*.py")]
+    hits = [str(p.relative_to(ROOT)) for p in paths if "pos_sin_" in p.read_text()
             or '"hydropathy", "charge"' in p.read_text()]  # fmt: skip
-    assert hits == ["models/chemistry.py"], hits
+    assert hits == ["workflow/lib/tcrformer/models/chemistry.py"], hits
 
 
 def test_the_workflow_reads_nothing_under_tests():
@@ -446,16 +506,16 @@ def test_scripts_and_benches_patch_no_import_path():
         assert "sys.path" not in path.read_text(), path.name
 
 
-# The rules ask the library, claim by claim ----------------------------------------------------
+# The rules ask the claims' package, claim by claim ---------------------------------------------
 
 
 def claim_logic_in_rules(folder: Path) -> list[tuple[str, str]]:
     """(rule file, name) for every string of a .smk file that names a per-arm metric
-    (claims.metrics.METRICS) or a test, direction or manipulation check (claims.kinds):
-    which evaluation an arm needs, and which numbers a claim's job reads, are the library's
+    (tcrclaims.metrics.METRICS) or a test, direction or manipulation check (tcrclaims.kinds):
+    which evaluation an arm needs, and which numbers a claim's job reads, are the package's
     to answer."""
-    from tcrformer.chapters.claims import kinds
-    from tcrformer.chapters.claims.metrics import METRICS
+    from tcrclaims import kinds
+    from tcrclaims.metrics import METRICS
 
     tests = {test for names in kinds.TESTS.values() for test in names}
     names = {*METRICS, *tests, *kinds.DIRECTIONS, *kinds.PRECONDITIONS}
@@ -474,7 +534,7 @@ def test_no_rule_file_names_a_metric_or_a_test():
 
 
 def test_each_benchmarked_test_names_a_rule_that_runs_its_job():
-    from tcrformer.chapters.claims.kinds import BENCHMARKS, EVALUATED
+    from tcrclaims.kinds import BENCHMARKS, EVALUATED
 
     assert set(BENCHMARKS) <= {test for tests in EVALUATED.values() for test in tests}
     assert set(BENCHMARKS.values()) <= set(rules_of(rule_file("claims")))
@@ -501,9 +561,11 @@ def test_the_architecture_page_names_every_package_and_chapter():
     page = ARCHITECTURE.read_text()
     for folder in ("core/", "models/", "chapters/", "plotting/", "figures.py"):
         assert folder in page, folder
-    for chapter in packages():
+    for chapter in [*packages(), *UNITS]:
         rules = rule_file(chapter).relative_to(ROOT / "workflow").as_posix()
         assert f"{chapter}/" in page and rules in page, chapter
+    for package in UNITS.values():
+        assert f"lib/{package}/" in page, package
     for path in sorted((LIB / "core").glob("*.py")) + sorted((LIB / "models").glob("*.py")):
         if path.name != "__init__.py":
             assert path.name in page, path.name
@@ -533,7 +595,7 @@ def offline_commands(folder: Path) -> list[str]:
 def test_the_library_holds_no_offline_command(tmp_path):
     """Fitting, validation, power and archive commands live in tools/, outside the library,
     and a copy of the library with one put back is caught."""
-    assert offline_commands(LIB) == []
+    assert offline_commands(LIB) == offline_commands(CLAIMS_LIB) == []
     (tmp_path / "chapters").mkdir()
     (tmp_path / "chapters" / "bands.py").write_text("def fit_bands(seeds):\n    return seeds\n")
     assert offline_commands(tmp_path) == ["chapters/bands.py"]

@@ -162,7 +162,7 @@ def test_support_and_refute_follow_the_direction(direction):
     assert (found.p_support, found.p_refute) == pytest.approx(brute, rel=1e-12)
     assert found.p_value == min(brute) and found.supports == (brute[0] <= brute[1])
     # the claims' effect of the same d_s (a seed mean) is the same test
-    from tcrformer.chapters.claims import protocol
+    from tcrclaims import protocol
 
     effect = protocol.effect("seed_mean", [d], 0.02, direction)
     assert (effect.p_support, effect.p_refute) == pytest.approx(brute, rel=1e-12)

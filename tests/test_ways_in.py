@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from tcrformer.chapters.claims.compute import train_claim_arm
+from tcrclaims.compute import train_claim_arm
 from tcrformer.chapters.ensemble.compute import train_ensemble
 from tcrformer.chapters.reversal.compute import train_reversal
 from tcrformer.training import recipe as recipes

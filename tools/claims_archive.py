@@ -34,7 +34,7 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-from tcrformer.chapters.claims.settings import JOB_FOLDER
+from tcrclaims.settings import JOB_FOLDER
 
 JOB_FILES = ("metrics.json", "history.csv", "numerics.json", "training_time.json")
 RESUME = "--rerun-triggers mtime"
@@ -55,11 +55,11 @@ def finished(results: Path) -> list[Path]:
 
 
 def claims_figures(results: Path) -> list[Path]:
-    """The claims chapter's figures, where the figures rule draws them (tcrformer.figures)."""
-    from tcrformer.figures import FIGURES, figure_paths
+    """The claims' figures (tcrclaims.figures), where their rules draw them."""
+    from tcrclaims.figures import FIGURES
+    from tcrformer.figures import figure_paths
 
-    ids = [figure.id for figure in FIGURES if figure.chapter == "claims"]
-    return [Path(path) for i in ids for path in figure_paths(results, i)]
+    return [Path(path) for figure in FIGURES for path in figure_paths(results, figure.id)]
 
 
 def save_finished(run: str, archive: Path, root: Path = Path(".")) -> int:

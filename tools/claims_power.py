@@ -46,7 +46,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
+from tcrclaims.kinds import DIVERGED_BELOW
 
 POWER = 0.8
 MAX_SEEDS = 256

@@ -1,8 +1,8 @@
 # Chapter claims (target `claims`, not part of `all`): what the explainer says in prose,
-# tested. This folder is the chapter's workflow (README.md): these rules, their scripts, and
-# the claims file (config/claims.yaml), whose every claim, experiment and criterion is
-# written before the run (read by workflow/Snakefile, before the config check); the
-# verdicts are computed by code, tcrformer.chapters.claims.
+# tested. This folder is the chapter, a unit of its own (README.md): these rules and their
+# figures' rules, their scripts, the claims file (config/claims.yaml), whose every claim,
+# experiment and criterion is written before the run (read by workflow/Snakefile, before the
+# config check), and the package that computes the verdicts (lib/tcrclaims).
 # Each (arm, seed) is its own training job, so the SLURM and GPU profiles fan it out.
 #
 #   results/<run>/claims/arms/<arm>/seed<s>/   history, metrics of one arm and seed
@@ -30,7 +30,7 @@ rule claims_register:
     conda:
         "../../envs/numeric.yaml"
     params:
-        claims_file=os.path.relpath(OWN_CONFIG_FILES[1]),
+        claims_file=os.path.relpath(CLAIMS_FILE),
         reviews=list(CLAIMS.reviews),
     script:
         "scripts/claims_register.py"
@@ -146,7 +146,7 @@ rule claims_summary:
         table=report(
             result("claims", "claims.csv"),
             caption="report/claims_table.rst",
-            category=CATEGORIES["claims"],
+            category=CLAIMS_SECTION,
         ),
         md=result("claims", "claims.md"),
         figure_data=result("claims", "figure_data.json"),
@@ -162,8 +162,34 @@ rule claims_summary:
         "scripts/claims_summary.py"
 
 
+# The claims' figures (tcrclaims.figures): one rule each, as rules/figures.smk makes the
+# library's, drawn by this folder's scripts/draw_figure.py, captions in report/figures/.
+for figure in CLAIMS_FIGURES:
+
+    rule:
+        f"""Figure {figure.id}: drawn from the claims as PNG and SVG."""
+        name:
+            figure.id
+        input:
+            **figure_inputs(figure),
+        output:
+            png=figure_png(figure, "report/figures"),
+            svg=figure_files(figure.id)[1],
+        log:
+            log_for(figure.id),
+        localrule: True
+        conda:
+            "../../envs/plotting.yaml"
+        params:
+            figure=figure.id,
+            options=figure.options(config),
+            drawn_from=figure.drawn_from(),  # the caption's list of what it reads
+        script:
+            "scripts/draw_figure.py"
+
+
 rule claims:
     """Target: every claim's measured value and verdict, the figures and the table."""
     input:
         rules.claims_summary.output,
-        chapter_figures("claims"),
+        claims_figure_files(),

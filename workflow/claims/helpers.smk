@@ -1,10 +1,21 @@
-# Helpers of the claims chapter (kept apart from its rules, as snakemake --lint asks).
+# Helpers of the claims (kept apart from their rules, as snakemake --lint asks).
 
-from tcrformer.chapters.claims.settings import JOB_FOLDER, POWER_PLAN
+# The claims' package (lib/tcrclaims) beside these rules, ahead of any installed copy, as
+# common.smk puts the library: the rule files parse in a bare clone, and the jobs import it.
+_CLAIMS_LIB = str(Path(workflow.current_basedir).resolve() / "lib")
+sys.path.insert(0, _CLAIMS_LIB)
+share_library(_CLAIMS_LIB)
 
-CLAIMS = settings("claims")
+from tcrclaims.figures import FIGURES as CLAIMS_FIGURES
+from tcrclaims.figures import SECTION as CLAIMS_SECTION
+from tcrclaims.settings import JOB_FOLDER, POWER_PLAN
+from tcrclaims.settings import Settings as ClaimsSettings
+
+# The claims' own config check, after the library's (it reads the reversal section).
+CLAIMS = checked_config(ClaimsSettings.from_config)
 CLAIM_ARMS = CLAIMS.used_arms()
-# The power plan (the seeds each claim needs), reported beside the seeds run.
+# The power plan (the seeds each claim needs), reported beside the seeds run. (The claims
+# file, CLAIMS_FILE, is the Snakefile's: it reads it before the config check.)
 CLAIMS_PLAN = Path(workflow.current_basedir).parents[1] / POWER_PLAN
 
 
@@ -36,3 +47,8 @@ def benchmark_recipe(role):
 def one_of(names):
     """A wildcard constraint: exactly one of these names."""
     return "|".join(names) or "none"
+
+
+def claims_figure_files():
+    """The PNG and SVG of every figure of the claims."""
+    return [path for figure in CLAIMS_FIGURES for path in figure_files(figure.id)]

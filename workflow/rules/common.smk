@@ -43,6 +43,16 @@ def _validate_config(config):
     return found
 
 
+def checked_config(check):
+    """check(config), or one line naming the bad key, exit 1, as the config check does: the
+    check of a unit that its own rule file runs, after this one."""
+    try:
+        return check(config)
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        sys.exit(1)
+
+
 SETTINGS = _validate_config(config)
 
 RUN = config["run"]
@@ -116,11 +126,12 @@ def figure_inputs(figure):
     return {name: result(figure.chapter, file) for name, file in figure.files().items()}
 
 
-def figure_png(figure):
-    """The PNG of a figure, shown in the report under its chapter with its caption."""
+def figure_png(figure, captions="../report/figures"):
+    """The PNG of a figure, shown in the report under its chapter with its caption (in
+    `captions`, relative to the rule file)."""
     return report(
         figure_files(figure.id)[0],
-        caption=f"../report/figures/{figure.id}.rst",
+        caption=f"{captions}/{figure.id}.rst",
         category=figure.category,
     )
 

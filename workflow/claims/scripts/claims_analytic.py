@@ -1,4 +1,4 @@
-"""Rule claims_analytic: tcrformer.chapters.claims.compute.claims_analytic."""
+"""Rule claims_analytic: tcrclaims.compute.claims_analytic."""
 
 from tcrformer.core.io import write_named
 from tcrformer.core.runner import run, torch_numerics
@@ -6,8 +6,8 @@ from tcrformer.core.runner import run, torch_numerics
 
 def main(smk):
     torch_numerics(smk)
-    from tcrformer.chapters.claims.compute import claims_analytic
-    from tcrformer.chapters.claims.settings import Settings
+    from tcrclaims.compute import claims_analytic
+    from tcrclaims.settings import Settings
     from tcrformer.chapters.toy.settings import Settings as ToySettings
 
     config = smk.params.config

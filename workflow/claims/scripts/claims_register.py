@@ -1,10 +1,10 @@
-"""Rule claims_register: tcrformer.chapters.claims.compute.claims_register."""
+"""Rule claims_register: tcrclaims.compute.claims_register."""
 
 import hashlib
 from pathlib import Path
 
-from tcrformer.chapters.claims.compute import claims_register
-from tcrformer.chapters.claims.settings import Settings
+from tcrclaims.compute import claims_register
+from tcrclaims.settings import Settings
 from tcrformer.core.io import write_named
 from tcrformer.core.manifest import git_state
 from tcrformer.core.runner import run

@@ -1,4 +1,4 @@
-"""Rule claims_rnn_speed: tcrformer.chapters.claims.compute.claims_rnn_speed (a benchmark,
+"""Rule claims_rnn_speed: tcrclaims.compute.claims_rnn_speed (a benchmark,
 one claim)."""
 
 from tcrformer.core.io import write_named
@@ -7,7 +7,7 @@ from tcrformer.core.runner import run, torch_numerics
 
 def main(smk):
     torch_numerics(smk)
-    from tcrformer.chapters.claims.compute import claims_rnn_speed
+    from tcrclaims.compute import claims_rnn_speed
     from tcrformer.training.recipe import Recipe
 
     transformer, gru = (

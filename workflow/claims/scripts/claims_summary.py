@@ -1,10 +1,10 @@
-"""Rule claims_summary: tcrformer.chapters.claims.compute.claims_summary."""
+"""Rule claims_summary: tcrclaims.compute.claims_summary."""
 
 import pandas as pd
 import yaml
 
-from tcrformer.chapters.claims.compute import claims_summary
-from tcrformer.chapters.claims.settings import Settings
+from tcrclaims.compute import claims_summary
+from tcrclaims.settings import Settings
 from tcrformer.core.io import read_json, write_named
 from tcrformer.core.runner import run
 

@@ -1,4 +1,4 @@
-"""Rule train_claim_arm: tcrformer.chapters.claims.compute.train_claim_arm."""
+"""Rule train_claim_arm: tcrclaims.compute.train_claim_arm."""
 
 import logging
 
@@ -8,7 +8,7 @@ from tcrformer.core.runner import run, torch_numerics
 
 def main(smk):
     numerics = torch_numerics(smk)
-    from tcrformer.chapters.claims.compute import train_claim_arm
+    from tcrclaims.compute import train_claim_arm
     from tcrformer.training.recipe import Recipe
 
     recipe = Recipe.from_params(smk.params.recipe)

@@ -1,10 +1,14 @@
-"""The figure table: every figure of the report, what it reads and what draws it.
+"""The figure table: every figure of the library's chapters, what it reads and what draws it.
 
 workflow/rules/figures.smk makes one rule per row, as showyourwork does. A figure's id is
 the name of its rule, of its files (results/<run>/figures/<id>.png and .svg), of its caption
 (workflow/report/figures/<id>.rst) and of its draw function in tcrformer.plotting.<chapter>,
 which takes the chapter's figure data (tcrformer.chapters.<chapter>.figure_data) and the
 row's options, taken from the config, and returns a matplotlib Figure.
+
+The table names the library's figures only. A unit outside the library declares its own
+rows, of a subclass of Figure that says where its figure data, its draw functions and its
+report section are, and makes their rules in its own rule file.
 """
 
 from __future__ import annotations
@@ -12,18 +16,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from tcrformer.chapters import records
 
-# The report's sections that are no chapter's: the run, the golden check, the schematics, and
-# the claims (a unit of their own, included apart from the chapters). A chapter's section is
-# its record's (tcrformer.chapters.records).
+# The report's sections that are no chapter's: the run, the golden check and the schematics.
+# A chapter's section is its record's (tcrformer.chapters.records).
 SECTIONS = {
     "run": "0. Run",
     "golden": "0. Golden check",
     "schematic": "5. Schematics",
-    "claims": "7. Claims",
 }
 CATEGORIES = {**SECTIONS, **{chapter.name: chapter.category for chapter in records()}}
 """{name: report section}: every `category=` of the rules reads this."""
@@ -49,11 +52,25 @@ class Figure:
         """Where its draw function lives."""
         return f"tcrformer.plotting.{self.chapter or 'schematics'}"
 
+    def figure_data(self) -> ModuleType | None:
+        """The module of the data it draws (FILES, read): its chapter's; None for a schematic."""
+        if self.chapter is None:
+            return None
+        return importlib.import_module(f"tcrformer.chapters.{self.chapter}.figure_data")
+
+    def draw_function(self) -> Callable:
+        """Its draw function: (figure data, **options) -> a matplotlib Figure."""
+        return getattr(importlib.import_module(self.module), self.id)
+
     def files(self) -> dict[str, str]:
         """{name: file in the chapter's results folder} of the data it reads."""
-        if self.chapter is None:
-            return {}
-        return importlib.import_module(f"tcrformer.chapters.{self.chapter}.figure_data").FILES
+        data = self.figure_data()
+        return {} if data is None else data.FILES
+
+    def draw(self, paths: Mapping[str, str], options: Mapping[str, Any]):
+        """Read its data from `paths` ({name: file}) and draw it."""
+        data = self.figure_data()
+        return self.draw_function()(None if data is None else data.read(paths), **options)
 
     def drawn_from(self) -> str:
         """Its caption's list of what it reads, from its declared inputs (rst)."""
@@ -116,25 +133,13 @@ FIGURES = (
     ),
     Figure("fig11_post_pre_ln", None),
     Figure("figS3_seed_ensemble", "ensemble"),
-    Figure("figC1_training_arms", "claims"),
-    Figure("figC2_gradients_and_calibration", "claims"),
-    Figure("figC3_attention_importance", "claims"),
-    Figure("figC4_positional_encoding", "claims"),
-    Figure("figC5_attention_cost", "claims"),
-    Figure("figC6_beam", "claims"),
-    Figure("figC7_effects", "claims"),
 )
 BY_ID = {figure.id: figure for figure in FIGURES}
 
 
 def draw(figure_id: str, paths: Mapping[str, str], options: Mapping[str, Any]):
-    """Read the figure's data from `paths` ({name: file}) and draw it."""
-    figure = BY_ID[figure_id]
-    data = None
-    if figure.chapter is not None:
-        reader = importlib.import_module(f"tcrformer.chapters.{figure.chapter}.figure_data")
-        data = reader.read(paths)
-    return getattr(importlib.import_module(figure.module), figure.id)(data, **options)
+    """Read the table's figure's data from `paths` ({name: file}) and draw it."""
+    return BY_ID[figure_id].draw(paths, options)
 
 
 WAVE_FRACTIONS = (0, 1 / 8, 1 / 4)  # figures.wave_dims null: where, along notes.d_model

@@ -35,7 +35,7 @@ def records() -> tuple[Chapter, ...]:
 def packages() -> tuple[str, ...]:
     """Every chapter package: those with a record in the report's order, then the others.
     The config check runs their settings in this order, so a chapter that reads another's
-    section (ensemble, claims: reversal's) names its own keys only once that one has passed."""
+    section (ensemble: reversal's) names its own keys only once that one has passed."""
     declared = [chapter.name for chapter in records()]
     return (*declared, *(name for name in _found() if name not in declared))
 

@@ -1,4 +1,4 @@
-"""Chapter claims' rules, each returning its outputs by name.
+"""The claims' rules, each returning its outputs by name.
 
 claims_register     before any arm trains: every claim's digest and the decision code's
                     (the pre-registration)
@@ -18,6 +18,7 @@ environment without it.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
 import statistics
 import tempfile
@@ -29,28 +30,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims import analytic, metrics
-from tcrformer.chapters.claims.metrics import stepped
-from tcrformer.chapters.claims.settings import Claim, Settings
-from tcrformer.chapters.claims.summary import claims_markdown, figure_data, table_rows
-from tcrformer.chapters.claims.verdicts import AT_STEPS, Measurements, judge_all
+from tcrclaims import analytic, metrics
+from tcrclaims.metrics import stepped
+from tcrclaims.settings import Claim, Settings
+from tcrclaims.summary import claims_markdown, figure_data, table_rows
+from tcrclaims.verdicts import AT_STEPS, Measurements, judge_all
 from tcrformer.core.io import read_csv, write_csv
-from tcrformer.core.manifest import code_digest
+from tcrformer.core.manifest import LIBRARY, code_digest
 
 if set(metrics.stepped().values()) - set(AT_STEPS):
     raise ImportError("claims: a by-step metric's rule is not in verdicts.AT_STEPS")
 
 # Pre-registration ------------------------------------------------------------------------------
 
-# What a registration freezes: every Python file under these parts of the library. The
-# claims' own code, the statistics that decide, and what trains and evaluates an arm; the
-# model's arithmetic (core) is fixed instead by each job's numerics record.
-DECISION_CODE = ("chapters/claims", "stats", "training", "models")
+PACKAGE = Path(__file__).resolve().parent  # this package, tcrclaims, where it is imported from
+
+# What a registration freezes: every Python file under these parts, each named from the folder
+# that holds its package. The claims' own code, the library's statistics that decide, and
+# what trains and evaluates an arm; the model's arithmetic (tcrformer/core) is fixed instead
+# by each job's numerics record.
+DECISION_CODE = ("tcrclaims", "tcrformer/stats", "tcrformer/training", "tcrformer/models")
 
 
-def decision_code_sha256() -> str:
-    """One sha256 over the files of DECISION_CODE, as they are in this checkout."""
-    return code_digest(*DECISION_CODE)
+def decision_code_sha256(package: Path = PACKAGE, library: Path = LIBRARY) -> str:
+    """One sha256 over the files of DECISION_CODE, as they are in this checkout (or in the
+    copies of the two packages named): each part's file digest (core.manifest.code_digest),
+    then one digest of them all."""
+    roots = {"tcrclaims": package.parent, "tcrformer": library.parent}
+    parts = [code_digest(part, root=roots[part.split("/")[0]]) for part in DECISION_CODE]
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
 def claims_register(

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tcrformer.chapters.claims.kinds import (
+from tcrclaims.kinds import (
     BENCHMARKS,
     DIRECTIONS,
     KINDS,
@@ -21,7 +21,7 @@ from tcrformer.chapters.claims.kinds import (
     TESTS,
     VERDICTS,
 )
-from tcrformer.chapters.claims.metrics import METRICS, extras_for
+from tcrclaims.metrics import METRICS, extras_for
 from tcrformer.core.config import ConfigError, section_error
 from tcrformer.training.recipe import Recipe, recipe_from_config, with_overrides
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tcrformer.chapters.claims.kinds import (  # noqa: F401 (the names, re-exported)
+from tcrclaims.kinds import (  # noqa: F401 (the names, re-exported)
     DIRECTIONS,
     EFFECTS,
     FAILS,

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcrformer.chapters.claims.kinds import DIVERGED_BELOW
+from tcrclaims.kinds import DIVERGED_BELOW
 
 INIT_STRINGS = 128  # held-out strings the step-0 signal scales are measured on
 ATTRIBUTION_STRINGS = 200  # held-out strings the residue-level attribution is measured on

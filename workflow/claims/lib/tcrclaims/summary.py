@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tcrformer.chapters.claims.metrics import GREEDY_ROOM
+from tcrclaims.metrics import GREEDY_ROOM
 
 KIND_TITLES = {
     "experiment": "Experiments (paired over seeds; one Holm family of those testable here)",

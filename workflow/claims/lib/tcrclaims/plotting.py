@@ -1,4 +1,5 @@
-"""Figures of the claims chapter: each panel one claim's measurement, titled with its verdict."""
+"""The claims' draw functions, one per row of figures.py: each panel one claim's measurement,
+titled with its verdict."""
 
 from __future__ import annotations
 

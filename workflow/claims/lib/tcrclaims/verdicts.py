@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from tcrformer.chapters.claims import protocol
-from tcrformer.chapters.claims.kinds import (
+from tcrclaims import protocol
+from tcrclaims.kinds import (
     EVALUATED,
     FAILS,
     HOLDS,
@@ -38,7 +38,7 @@ from tcrformer.chapters.claims.kinds import (
     SUPPORTED,
     VERDICTS,  # noqa: F401 (re-exported: what each kind of claim may be judged)
 )
-from tcrformer.chapters.claims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
+from tcrclaims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ PRECONDITIONS: dict[str, Callable] = {
     "parallelism": _parallelism,
 }
 if set(PRECONDITIONS) != set(KIND_PRECONDITIONS):
-    raise ImportError("verdicts: manipulation checks and claims.kinds.PRECONDITIONS disagree")
+    raise ImportError("verdicts: manipulation checks and kinds.PRECONDITIONS disagree")
 
 
 def precondition_met(claim, m: Measurements) -> tuple[bool, str]:
@@ -331,7 +331,7 @@ EVALUATORS: dict[str, dict[str, Callable]] = {
     "benchmark": {"speed": _speed},
 }
 if {k: set(v) for k, v in EVALUATORS.items()} != {k: set(v) for k, v in EVALUATED.items()}:
-    raise ImportError("verdicts: evaluators and claims.kinds.EVALUATED disagree")
+    raise ImportError("verdicts: evaluators and kinds.EVALUATED disagree")
 
 
 # Every claim -------------------------------------------------------------------------------------
