@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from tcrformer.models import backprop, fast
+from tcrformer.models import fast
+from tcrformer.models.dropout import Dropout, DropoutMasks
 
 RATES = (0.1, 0.3, 0.5, 0.9)
 SIZES = (1, 7, 64 * 17, 800 * 256 + 3)
@@ -30,12 +31,12 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
-def two_streams(p: float, seed: int = 5) -> tuple[fast.Dropout, backprop.DropoutMasks]:
+def two_streams(p: float, seed: int = 5) -> tuple[Dropout, DropoutMasks]:
     """The autograd model's dropout and the hand-written step's, on identical generators."""
-    reference, fused = fast.Dropout(p), fast.Dropout(p)
+    reference, fused = Dropout(p), Dropout(p)
     reference.draw_bits_from(seed)
     fused.draw_bits_from(seed)
-    return reference, backprop.DropoutMasks(fused)
+    return reference, DropoutMasks(fused)
 
 
 @pytest.mark.parametrize("p", RATES)
@@ -46,7 +47,7 @@ def test_dropout_and_its_gradient_are_torchs_product(p, n):
     mask = reference.keep_multiplier(x.shape, x.dtype)
     dropped, saved = masks(x)
     assert same_bits(dropped, x * mask)
-    assert same_bits(backprop.DropoutMasks.backward(dy, saved), dy * mask)
+    assert same_bits(DropoutMasks.backward(dy, saved), dy * mask)
 
 
 @pytest.mark.parametrize("p", RATES)

@@ -18,7 +18,7 @@ on the (b, L) grid, and reads each head in place as a strided (L, d_k) matrix of
 
 The same weights, switches and dropout draws as fast.EncoderDecoder (the oracle,
 tests/test_backprop.py): Post-LN or Pre-LN, positions on or off, the 1/sqrt(d_k) on or off,
-dropout and label smoothing at any rate. Dropout draws from a fast.Dropout, in the order the
+dropout and label smoothing at any rate. Dropout draws from a dropout.Dropout, in the order the
 fast model draws, so the two see the same masks from the same generator.
 """
 
@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from tcrformer.models import fast, kernels
+from tcrformer.models import fast
+from tcrformer.models.dropout import DropoutMasks
 from tcrformer.models.flat import (
     AttentionWeights,
     FeedForwardWeights,
@@ -73,59 +73,6 @@ def normalise_backward(dy: Tensor, saved: tuple, dn: NormWeights) -> Tensor:
     dn.weight.copy_(dw)
     dn.bias.copy_(db)
     return dx
-
-
-class Mask:
-    """One dropout site's mask, as its draws (fast.Dropout's): kept for the backward pass.
-    Each product with it is one fused pass (models.kernels)."""
-
-    def __init__(self, draws: np.ndarray, threshold: int, scale: float):
-        self.draws, self.threshold, self.scale = draws, threshold, np.float32(scale)
-
-    def _run(self, kernel, *tensors: Tensor) -> Tensor:
-        out = torch.empty_like(tensors[0])
-        flat = [t.view(-1).numpy() for t in (*tensors, out)]  # contiguous: views, no copies
-        kernel(*flat[:-1], self.draws, self.threshold, self.scale, flat[-1])
-        return out
-
-    def apply(self, x: Tensor) -> Tensor:
-        """x * mask."""
-        return self._run(kernels.dropout, x)
-
-    def residual(self, x: Tensor, f: Tensor) -> Tensor:
-        """x + f * mask."""
-        return self._run(kernels.residual_dropout, x, f)
-
-    def relu_backward(self, dy: Tensor, hidden: Tensor) -> Tensor:
-        """The gradient through relu then this mask, given the dropped output `hidden`."""
-        return self._run(kernels.relu_dropout_backward, dy, hidden)
-
-
-class DropoutMasks:
-    """Inverted dropout with a fast.Dropout's masks: each call takes the next mask, in the
-    order the fast model takes them, and returns it for the backward pass (None when p = 0)."""
-
-    def __init__(self, source: fast.Dropout):
-        self.source = source
-
-    def next(self, x: Tensor) -> Mask | None:
-        if self.source.p == 0:
-            return None
-        return Mask(self.source.draws(x.numel()), self.source.threshold, self.source.scale)
-
-    def __call__(self, x: Tensor) -> tuple[Tensor, Mask | None]:
-        """(x * mask, mask)."""
-        mask = self.next(x)
-        return (x, None) if mask is None else (mask.apply(x), mask)
-
-    def residual(self, x: Tensor, f: Tensor) -> tuple[Tensor, Mask | None]:
-        """(x + f * mask, mask): a sub-layer's output f, dropped, added to its input x."""
-        mask = self.next(f)
-        return (x + f, None) if mask is None else (mask.residual(x, f), mask)
-
-    @staticmethod
-    def backward(dy: Tensor, mask: Mask | None) -> Tensor:
-        return dy if mask is None else mask.apply(dy)
 
 
 class AttentionPass:

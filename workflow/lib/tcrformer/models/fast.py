@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tcrformer.models import kernels, products
+from tcrformer.models.dropout import Dropout
 from tcrformer.models.transformer import (
     MASKED_SCORE,
     decoder_io,
@@ -54,78 +55,6 @@ from tcrformer.models.transformer import (
     positional_table,
     token_loss,
 )
-
-_DRAW_LEVELS = 1 << 16  # dropout draws are 16-bit integers
-
-
-class Dropout:
-    """Inverted dropout, one object shared by every dropout site of a model.
-
-    By default it is `F.dropout`. After `draw_bits_from(seed)` it reads 16-bit draws from a
-    NumPy SFC64 generator instead (four per 64-bit word) and drops an element when its draw
-    falls below round(p * 2^16): the drop probability is that count / 2^16 (0.1 -> 0.100006)
-    and the kept elements are scaled by the exact 1 / (1 - p) of that probability.
-    The generator's state is plain integers, so a checkpoint can hold it.
-    """
-
-    def __init__(self, p: float):
-        self.p = p
-        self.bits: np.random.SFC64 | None = None
-
-    def draw_bits_from(self, seed: int | None) -> None:
-        self.bits = None if seed is None else np.random.SFC64(seed)
-
-    def state(self) -> dict | None:
-        """The generator's state as plain integers (None when using F.dropout)."""
-        if self.bits is None:
-            return None
-        state = self.bits.state
-        return {
-            "words": [int(w) for w in state["state"]["state"]],
-            "has_uint32": int(state["has_uint32"]),
-            "uinteger": int(state["uinteger"]),
-        }
-
-    def set_state(self, state: dict) -> None:
-        self.bits = np.random.SFC64()
-        self.bits.state = {
-            "bit_generator": "SFC64",
-            "state": {"state": np.array(state["words"], dtype=np.uint64)},
-            "has_uint32": state["has_uint32"],
-            "uinteger": state["uinteger"],
-        }
-
-    def __call__(self, x: Tensor, training: bool) -> Tensor:
-        if not training or self.p == 0:
-            return x
-        if self.bits is None or x.device.type != "cpu":
-            return F.dropout(x, self.p, True)
-        return x * self.keep_multiplier(x.shape, x.dtype)
-
-    @property
-    def threshold(self) -> int:
-        """An element is kept when its draw (uniform on [-2^15, 2^15)) is >= this."""
-        return round(self.p * _DRAW_LEVELS) - _DRAW_LEVELS // 2
-
-    @property
-    def scale(self) -> float:
-        """What a kept element is multiplied by: 1 / (1 - the exact drop probability)."""
-        cut = round(self.p * _DRAW_LEVELS)
-        return _DRAW_LEVELS / (_DRAW_LEVELS - cut)
-
-    def draws(self, n: int) -> np.ndarray:
-        """The next n draws, int16 (four per 64-bit word of the generator)."""
-        return self.bits.random_raw((n + 3) // 4).view(np.int16)[:n]
-
-    def keep_multiplier(self, shape: torch.Size, dtype: torch.dtype) -> Tensor:
-        """scale where the element is kept, 0 where it is dropped, from the next draws."""
-        draws = torch.from_numpy(self.draws(math.prod(shape))).view(shape)
-        threshold = self.threshold
-        # On integers, clamp(d, t - 1, t) - (t - 1) is 1 when d >= t and 0 otherwise: a few
-        # float32 passes (exact for int16), where PyTorch's int16 compare and bool-to-float
-        # cast cost about 8x more on the CPU.
-        keep = draws.float().clamp_(threshold - 1, threshold).sub_(threshold - 1)  # exact
-        return keep.mul_(self.scale).to(dtype)
 
 
 class Linear(nn.Linear):

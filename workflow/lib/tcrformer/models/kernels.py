@@ -10,8 +10,8 @@ to its expression, bit for bit). No kernel reduces, so there is no summation ord
 They are compiled by numba for the Haswell target (core.numerics sets `NUMBA_CPU_NAME` in
 portable mode), cached on disk after the first compilation, and take flat NumPy views of
 contiguous float32 tensors. A dropout mask is given by its draws (int16, one per element,
-from fast.Dropout): an element is kept when its draw is >= `threshold`, and then multiplied
-by `scale` (fast.Dropout.scale, rounded to float32).
+from dropout.Dropout): an element is kept when its draw is >= `threshold`, and then multiplied
+by `scale` (dropout.Dropout.scale, rounded to float32).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _jit = numba.njit(cache=True, nogil=True, boundscheck=False)
 
 @_jit
 def dropout(x, draws, threshold, scale, out):
-    """out = x * mask, mask = scale where kept, else 0  (fast.Dropout's x * keep_multiplier)."""
+    """out = x * mask, mask = scale where kept, else 0  (Dropout's x * keep_multiplier)."""
     zero = np.float32(0.0)
     for i in range(x.size):
         out[i] = x[i] * (scale if draws[i] >= threshold else zero)

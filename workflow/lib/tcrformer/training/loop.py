@@ -129,7 +129,7 @@ class Run:
 
     @property
     def dropout_bits(self):
-        """The fast model's own dropout generator under autograd (see fast.Dropout)."""
+        """The fast model's own dropout generator under autograd (models.dropout.Dropout)."""
         dropout = getattr(self.model, "dropout", None)
         return dropout if getattr(dropout, "bits", None) is not None else None
 

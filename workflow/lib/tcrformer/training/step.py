@@ -23,8 +23,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from tcrformer.models import fast
-from tcrformer.models.backprop import DropoutMasks, Network, Switches
+from tcrformer.models.backprop import Network, Switches
+from tcrformer.models.dropout import Dropout, DropoutMasks
 from tcrformer.models.flat import Layout, Weights, bind
 from tcrformer.training.data import PAD, derive_seed
 from tcrformer.training.recipe import Recipe
@@ -88,7 +88,7 @@ class HandStep:
     def chunk_gradient(self, chunk: int, step: int) -> None:
         """Chunk `chunk`'s part of step `step`'s loss and its gradient, into its buffers."""
         rows = slice(chunk, None, self.chunks)
-        draws = fast.Dropout(self.recipe.dropout)
+        draws = Dropout(self.recipe.dropout)
         draws.draw_bits_from(dropout_stream(self.recipe.seed, chunk, step))
         network = Network(self.weights, self.switches, self.model.pe, DropoutMasks(draws))
         n_tokens = int((self.tgt[:, 1:] != PAD).sum())  # the whole batch's target tokens
