@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -391,3 +393,14 @@ def test_holm_and_the_binomial_interval_are_defined_once():
                        if pattern.search(p.read_text()))  # fmt: skip
         home = "holm.py" if name == "holm" else "binary.py"
         assert found == [f"workflow/lib/tcrformer/stats/{home}"], name
+
+
+def test_a_claims_job_imports_scipy_only_when_it_tests():
+    """Every claims job imports the statistics through the claims' protocol; only the ones
+    that test something load scipy (half a second each, some 700 jobs in a full run)."""
+    probe = ("import sys, tcrclaims.compute; print('scipy' in sys.modules); "
+             "from tcrformer.stats.binary import exact_binomial_interval as ci; ci(3, 10); "
+             "print('scipy.stats' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]

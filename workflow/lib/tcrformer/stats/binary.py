@@ -20,6 +20,9 @@ same test inverted. McNemar's exact conditional test (scipy.stats.binomtest on t
 discordant seeds) is its margin-0 relative, reported beside it.
 
 The rate of one arm, k events in n trials: the exact (Clopper-Pearson) interval, by scipy.
+
+scipy is imported by the functions that use it: every claims job imports this module, through
+the claims' protocol, and most never test anything (scipy.stats takes about half a second).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
 
 from tcrformer.stats.sides import Sides, checked_alternative, finite_values, support_and_refute
 
@@ -64,6 +66,8 @@ def tango_z(b: np.ndarray, c: np.ndarray, n: int, m: float) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _outcomes(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every (b, c) with b + c <= n, and the log multinomial coefficient of each."""
+    from scipy import special
+
     b, c = np.array([(i, j) for i in range(n + 1) for j in range(n + 1 - i)]).T
     log_coef = special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1)
     return b, c, log_coef - special.gammaln(n - b - c + 1)
@@ -80,6 +84,8 @@ def paired_binary_p(plus: int, minus: int, n: int, margin: float, alternative: s
     """The exact unconditional p-value of n paired binary outcomes with `plus` seeds where
     only the arm had the event and `minus` where only the reference had it:
     `greater` tests H0: p10 - p01 <= margin, `less` H0: p10 - p01 >= margin."""
+    from scipy import special
+
     _check_counts(plus, minus, n, margin)
     if checked_alternative(alternative) == "less":  # mirror: the reference's events, the arm's
         return paired_binary_p(minus, plus, n, -margin, "greater")
@@ -145,6 +151,8 @@ def mcnemar_exact_p(plus: int, minus: int, alternative: str = "greater") -> floa
     """McNemar's exact (conditional) one-sided p-value of H0: p10 <= p01 (`greater`) or
     p10 >= p01 (`less`): the discordant seeds' split, binomial at 1/2 (1 when none is
     discordant)."""
+    from scipy import stats
+
     if plus + minus == 0:
         return 1.0
     found = stats.binomtest(plus, plus + minus, 0.5, alternative=checked_alternative(alternative))
@@ -203,5 +211,7 @@ def paired_binary_test(
 
 def exact_binomial_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The exact (Clopper-Pearson) interval of a rate, k events in n trials."""
+    from scipy import stats
+
     found = stats.binomtest(k, n).proportion_ci(confidence, method="exact")
     return float(found.low), float(found.high)

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
 from tcrformer.stats.sides import (
     Sides,
@@ -262,6 +261,8 @@ def t_test_p(d: Sequence[float], margin: float, alternative: str, name: str = "d
     """The one-sample t-test's p-value against `margin`, the secondary beside the sign-flip
     test (valid for a mean under normality, where the sign-flip asks for symmetry); NaN when
     the d_s do not vary."""
+    from scipy import stats  # here: a job that imports this module seldom calls it
+
     values = finite_values(d, name)
     if values.size < 2 or np.ptp(values) == 0:
         return math.nan
