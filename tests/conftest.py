@@ -201,8 +201,9 @@ def default_config(receptor: bool = True) -> dict:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order pytest-xdist (--dist loadfile) hands the files out, so that the two workers
-    finish together:
+    """The order pytest-xdist (--dist loadfile, --no-loadscope-reorder: else it hands out the
+    files with the most tests first) gives the files out, so that the two workers finish
+    together:
     0. the first file that needs the full default run, which builds it (the suite's longest
        setup) while the other worker takes
     1. the other slow files;
