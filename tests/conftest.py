@@ -201,29 +201,9 @@ def default_config(receptor: bool = True) -> dict:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order pytest-xdist (--dist loadfile, --no-loadscope-reorder: else it hands out the
-    files with the most tests first) gives the files out, so that the two workers finish
-    together:
-    0. the first file that needs the full default run, which builds it (the suite's longest
-       setup) while the other worker takes
-    1. the other slow files;
-    2. the other files that need the full run, built by then (not waited for);
-    3. the rest;
-    4. the SLURM tests: once SLURM's client tools are installed every Snakemake start asks
-       `scontrol` for the cluster's config (the executor plugin does, at import), which
-       waits ~10 s whenever no controller is running.
-    The sort is stable: within a group, the collection order."""
-    builder = next((i.path for i in items if "full_run" in getattr(i, "fixturenames", ())), None)
-    files: dict = {}
-    for item in items:
-        files.setdefault(item.path, []).append(item)
-
-    def group(tests: list) -> int:
-        if any(t.get_closest_marker("slurm") is not None for t in tests):
-            return 4
-        if any("full_run" in getattr(t, "fixturenames", ()) for t in tests):
-            return 0 if tests[0].path == builder else 2
-        return 1 if any(t.get_closest_marker("slow") is not None for t in tests) else 3
-
-    place = {path: group(tests) for path, tests in files.items()}
-    items.sort(key=lambda item: place[item.path])
+    """Run the SLURM tests last: once SLURM's client tools are installed, every Snakemake
+    start asks `scontrol` for the cluster's config (the SLURM executor plugin does, at
+    import), which waits ~10 s whenever no controller is running. pytest-xdist (--dist
+    loadfile) hands out the files with the most tests first, and files with as many tests
+    in this order, so test_slurm.py, with few, goes to whichever worker is free last."""
+    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)
