@@ -80,6 +80,19 @@ def test_the_t_bounds_are_exceeded_at_their_level_under_the_normal_model(n):
     assert plug_in - LEVEL > 4 * se
 
 
+@pytest.mark.parametrize("lam", [-2.0, -0.5, 0.0, 1.0, 3.5])
+def test_box_cox_inverse_undoes_the_scale_and_maps_its_edge_to_the_right_end(lam):
+    """Inside the scale's reach the inverse undoes box_cox; past -1/lam it is the end the
+    scale cannot pass: the floor (0) for lam > 0, +infinity for lam < 0 (whose scale is
+    bounded above), so an upper bound there never becomes the floor."""
+    x = np.array([0.01, 0.3, 1.0, 2.5])
+    back = [method.box_cox_inverse(y, lam) for y in method.box_cox(x, lam)]
+    np.testing.assert_allclose(back, x, rtol=1e-6)  # (x^lam - 1) / lam cancels near 0
+    if lam != 0:
+        beyond = -1 / lam + (1.0 if lam < 0 else -1.0)
+        assert method.box_cox_inverse(beyond, lam) == (math.inf if lam < 0 else 0.0)
+
+
 @pytest.mark.parametrize("key", list(judged.WINDOWS))
 def test_a_loss_band_is_exceeded_at_its_level_under_its_model(key):
     """The loss window's band, mapped back to loss units, under a Box-Cox-normal model at the

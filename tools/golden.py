@@ -79,11 +79,14 @@ def box_cox(x: np.ndarray, lam: float) -> np.ndarray:
 
 
 def box_cox_inverse(y: float, lam: float) -> float:
-    """x from box_cox(x, lam); 0 (the floor) where y is below the scale's reach."""
+    """x from box_cox(x, lam). Beyond the scale's reach, -1/lam: 0 (the floor) for lam > 0,
+    whose scale is bounded below; +infinity for lam < 0, whose scale is bounded above."""
     if lam == 0:
         return math.exp(y)
     base = lam * y + 1
-    return base ** (1 / lam) if base > 0 else 0.0
+    if base > 0:
+        return base ** (1 / lam)
+    return math.inf if lam < 0 else 0.0
 
 
 def loss_band(means: np.ndarray, floor: float, lam: float, level: float) -> dict[str, float]:

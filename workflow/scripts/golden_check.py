@@ -2,7 +2,7 @@
 
 from tcrformer.core import golden, golden_file
 from tcrformer.core.io import read_json, write_json, write_text
-from tcrformer.core.runner import run, torch_numerics
+from tcrformer.core.runner import run
 
 
 def main(smk):
@@ -15,7 +15,6 @@ def main(smk):
     paths = smk.input.get("numerics", [])
     paths = [paths] if isinstance(paths, str) else list(paths)
     numerics = {f"training ({path})": read_json(path) for path in paths}
-    numerics["golden check"] = torch_numerics(smk)
     method = golden_file.read_method(smk.input.golden)
     write_json(
         smk.output.json, golden.report_json(rows, extras, smk.input.golden, numerics, method)
