@@ -1,104 +1,87 @@
 """Power of the golden check: how often it FAILs a run whose training code is broken.
 
     snakemake --cores 2 power --config run=power     # results/power/power/
-    python -m tools.golden power results/power/power  # config/golden/v3/power.csv
+    python -m tools.golden power results/power/power
 
 A band wide enough never to fail a correct run could also never catch a broken one. Each
-fault of the plan (config/golden/v3/faults.yaml: its name, what it breaks, the seeds) is a
-change to the code, made here alone by patching the library in the one process that trains
-and evaluates (never a config option, so a user cannot switch it on). The rule
-`golden_power` (workflow/rules/bench.smk) trains the paper recipe with one fault for one
-seed through the chapter's own compute functions, writing the reversal chapter's
-values.json. Offline, once every run of the plan is done, `tools.golden power` judges each
-run with the committed bands and counts how often each fault FAILs, with an exact interval.
+fault of the plan (config/golden/v4/faults.yaml: its name, what it breaks, its predicted
+shift, the seeds) is a change to the code, made here alone, in the one process that trains
+and evaluates (never a config option, so a user cannot switch it on): a wrong constant of
+the recipe (RECIPE_FAULTS) or a patch of the library (CODE_FAULTS). The plan's `none` is the
+control, the library as it is, trained on the same seeds so that each fault's shift is
+paired by seed. The rule `golden_power` (workflow/rules/bench.smk) trains the paper recipe
+with one fault for one seed through the chapter's own compute functions, writing the
+reversal chapter's values.json. Offline, once every run of the plan is done, `tools.golden
+power` judges each run with the committed bands and counts how often each fault FAILs.
 """
 
 import contextlib
-import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
-CONTROL = "none"  # run_one without a fault: the library as it is
+CONTROL = "none"  # the library as it is
+
+# Faults that are a wrong constant of the recipe: these fields of the run's recipe changed,
+# for its training and its evaluation alike.
+RECIPE_FAULTS = {
+    "warmup_350": {"warmup": 350},
+    "warmup_300": {"warmup": 300},
+    "lr_x0_9": {"lr_scale": 0.9},
+    "lr_x0_8": {"lr_scale": 0.8},
+    "dropout_0_09": {"dropout": 0.09},
+    "dropout_0_05": {"dropout": 0.05},
+    "dropout_0_12": {"dropout": 0.12},
+    "clip_0_5": {"grad_clip": 0.5},
+    "smoothing_0_05": {"label_smoothing": 0.05},
+    "beta2_0_999": {"beta2": 0.999},
+}
+
+
+def positions_base_1000() -> list:
+    """The sinusoidal table built with base 1,000 instead of 10,000. positional_table reads
+    transformer's PE_BASE whenever a model is built, so the reference model, the fast one
+    (whose weights the hand-written step trains) and the model decoding is handed all see it."""
+    from tcrformer.models import transformer
+
+    return [mock.patch.object(transformer, "PE_BASE", 1000.0)]
+
+
+def decay_exponent_0_55() -> list:
+    """After warm-up the Noam rate decays as t^-0.55 instead of t^-0.5; the warm-up is the
+    recipe's, and the two branches still meet at t = warmup:
+        lr(t) = d_model^-0.5 * min(t^-0.55 * warmup^0.05, t * warmup^-1.5)
+    (the paper's noam schedule only: the flat and warm-up-free variants are not patched)."""
+    from tcrformer.training import schedule
+
+    def rate(self, index: int) -> float:  # LambdaLR counts from 0; step t = index + 1
+        t = index + 1
+        decay, warm = t**-0.55 * self.warmup**0.05, t * self.warmup**-1.5
+        return self.scale * (self.d_model**-0.5 * min(decay, warm))
+
+    return [mock.patch.object(schedule.NoamSchedule, "__call__", rate)]
+
+
+CODE_FAULTS = {  # fault -> the patches that put it into the library
+    "positions_base_1000": positions_base_1000,
+    "decay_exponent_0_55": decay_exponent_0_55,
+}
+FAULTS = (CONTROL, *RECIPE_FAULTS, *CODE_FAULTS)  # every fault the harness injects
 
 
 @contextlib.contextmanager
-def training_fault(fault: str) -> Iterator[None]:
-    """The library with `fault` in its training code (and, where the fault is in the model,
-    in its evaluation too), within the block."""
-    import torch
+def training_fault(fault: str) -> Iterator[Callable]:
+    """The library with `fault` in it, within the block. Yields what a recipe becomes under
+    the fault: a recipe fault's fields changed, any other recipe as it is."""
+    from tcrformer.training.recipe import with_overrides
 
-    from tcrformer.models import backprop, decoding, fast, transformer
-    from tcrformer.training import schedule
-
-    patches = []
-    if fault == "warmup_doubled":
-        rate = schedule.NoamSchedule.__call__
-
-        def doubled(self, index):
-            return rate(dataclasses.replace(self, warmup=2 * self.warmup), index)
-
-        patches = [mock.patch.object(schedule.NoamSchedule, "__call__", doubled)]
-    elif fault == "dropout_off":
-        made = fast.Dropout.__init__
-
-        def init(self, p):  # every dropout, the model's and the hand-written step's
-            made(self, 0.0)
-
-        patches = [mock.patch.object(fast.Dropout, "__init__", init)]
-    elif fault == "positions_sin_cos_swapped":
-        table = transformer.positional_table
-
-        def swapped(num_positions, d_model, dtype=torch.float32):
-            pe = table(num_positions, d_model, dtype)
-            return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).flatten(1)
-
-        patches = [mock.patch.object(fast, "positional_table", swapped)]
-    elif fault == "padding_scored":
-
-        def packed_loss(self, src, tgt, label_smoothing, pad):  # fast's, two lines changed
-            tgt_in, tgt_out = fast.decoder_io(tgt)
-            src_mask, tgt_mask = fast.make_masks(src, tgt_in, pad)
-            src_rows = fast.Packed(src != pad)
-            tgt_rows = fast.Packed(torch.ones_like(tgt_out, dtype=torch.bool))  # the slip
-            h, (B, Lt) = self.num_heads, tgt_in.shape
-            source = fast.Scope(fast.score_bias(src_mask, h, *src.shape), src_rows, src_rows)
-            causal = fast.Scope(fast.score_bias(tgt_mask, h, B, Lt), tgt_rows, tgt_rows)
-            cross = fast.Scope(fast.score_bias(src_mask, h, B, Lt), tgt_rows, src_rows)
-            x = self._embed(self.src_embed, src_rows.pack(src), self.pe[src_rows.position])
-            memory = self.encoder(x, source)
-            y = self._embed(self.tgt_embed, tgt_rows.pack(tgt_in), self.pe[tgt_rows.position])
-            logits = self.generator(self.decoder(y, memory, causal, cross))
-            return fast.token_loss(logits, tgt_rows.pack(tgt_out), label_smoothing, -100)
-
-        def target_rows(tgt_out, pad):  # the hand-written step's: every position scored
-            return fast.Packed(torch.ones_like(tgt_out, dtype=torch.bool))
-
-        patches = [mock.patch.object(fast.EncoderDecoder, "packed_loss", packed_loss),
-                   mock.patch.object(backprop, "target_rows", target_rows)]  # fmt: skip
-    elif fault == "targets_shifted_twice":
-
-        def decoder_io(tgt):
-            return tgt[:, :-2], tgt[:, 2:]
-
-        patches = [mock.patch.object(module, "decoder_io", decoder_io)
-                   for module in (fast, backprop)]  # fmt: skip
-    elif fault == "causal_mask_leaks":
-
-        def causal_mask(size, device=None):
-            ones = torch.ones(size, size, dtype=torch.bool, device=device)
-            return torch.tril(ones, diagonal=1).unsqueeze(0)
-
-        patches = [
-            mock.patch.object(transformer, "causal_mask", causal_mask),
-            mock.patch.object(decoding, "causal_mask", causal_mask),
-        ]
-    elif fault != CONTROL:
-        raise ValueError(f"unknown fault {fault!r}; the plan's are in config/golden/v3/faults.yaml")
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; the plan's are in config/golden/v4/faults.yaml")
+    changes = RECIPE_FAULTS.get(fault, {})
     with contextlib.ExitStack() as stack:
-        for patch in patches:
+        for patch in CODE_FAULTS[fault]() if fault in CODE_FAULTS else ():
             stack.enter_context(patch)
-        yield
+        yield lambda recipe: with_overrides(recipe, **changes) if changes else recipe
 
 
 TRAINED = ("model", "losses", "numerics", "timing")  # what train_reversal writes
@@ -111,7 +94,8 @@ def run_one(fault: str, recipe, outputs, numerics: dict) -> dict:
     from tcrformer.core.io import write_named
 
     checkpoints = Path(outputs["model"]).parent / "checkpoints"
-    with training_fault(fault):
+    with training_fault(fault) as faulty:
+        recipe = faulty(recipe)
         write_named(outputs, train_reversal(recipe, checkpoints, numerics))
         results = evaluate_reversal(recipe, str(outputs["model"]), str(outputs["losses"]))
     return results["values"]
@@ -130,7 +114,7 @@ def main(smk) -> None:
     values = run_one(smk.wildcards.fault, recipe, outputs, numerics)
     plan = read_power_plan(Path(smk.scriptdir).resolve().parent / "config" / FAULTS_FILE)
     fault = smk.wildcards.fault
-    what = {"fault": fault, "breaks": plan.faults[fault], "seed": recipe.seed}
+    what = {"fault": fault, "breaks": plan.faults[fault].breaks, "seed": recipe.seed}
     write_json(smk.output.values, {**what, **values})
 
 

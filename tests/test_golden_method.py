@@ -192,8 +192,8 @@ def test_the_power_table_judges_each_faulty_run(tmp_path):
 
 
 def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys, monkeypatch):
-    """Power is judged once, on all of the faults and seeds registered in
-    config/golden/v3/faults.yaml: an unfinished run stops it with one line, and nothing is
+    """Power is judged once, on all of the faults and seeds registered in the plan
+    (config/golden/v4/faults.yaml): an unfinished run stops it with one line, and nothing is
     written."""
     faults, seeds = method.registered_faults()
     assert len(faults) >= 5 and len(seeds) >= 8  # the issue's floor
@@ -209,6 +209,9 @@ def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys
     monkeypatch.setattr(method, "FOLDER", tmp_path / "v3")  # where power.csv would go
     assert method.main(["power", str(tmp_path)]) == 1
     assert f"{faults[-1]}/seed{seeds[-1]}" in capsys.readouterr().err
+    (last / "values.json").write_text("{}")  # every run done, but the plan is not v3's
+    assert method.main(["power", str(tmp_path)]) == 1
+    assert "nothing judged" in capsys.readouterr().err
     assert not (tmp_path / "v3").exists()
 
 

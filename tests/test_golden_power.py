@@ -1,12 +1,11 @@
 """The golden check's power harness (bench/golden_power.py): every fault of the plan
-(config/golden/v3/faults.yaml) is one it injects, and each changes what the training or the
-evaluation computes."""
+(config/golden/v4/faults.yaml) is one it injects, each but the control changes what the
+training or the evaluation computes, and the control is the library as it is."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from unittest import mock
@@ -17,7 +16,7 @@ import torch
 
 from tcrformer.core import numerics
 from tcrformer.core.golden_file import GoldenFileError
-from tcrformer.core.power import FAULTS_FILE, read_power_plan
+from tcrformer.core.power import FAULTS_FILE, Prediction, read_power_plan
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import ROOT, default_config
@@ -60,10 +59,26 @@ def clean(tmp_path_factory):
     return tiny_run(POWER.CONTROL, tmp_path_factory.mktemp("clean"))
 
 
+FAULTS = [f for f in PLAN.faults if f != POWER.CONTROL]  # each must change the bits
+
+
 def test_the_harness_injects_exactly_the_plans_faults():
-    source = (BENCH / "golden_power.py").read_text()
-    assert set(re.findall(r'fault == "(\w+)"', source)) == set(PLAN.faults)
-    assert PLAN.seeds == tuple(range(300, 308))
+    assert set(POWER.FAULTS) == set(PLAN.faults) and POWER.CONTROL in PLAN.faults
+    assert PLAN.seeds == tuple(range(8200, 8208))
+    assert PLAN.faults["none"].predicted == Prediction("loss_start", 0.0)
+    assert all(fault.predicted is not None for fault in PLAN.faults.values())
+
+
+def test_the_plan_reads_v4s_mappings_and_v3s_lines(tmp_path):
+    assert PLAN.faults["beta2_0_999"].breaks.startswith("Adam's second-moment decay is 0.999")
+    assert PLAN.faults["smoothing_0_05"].predicted == Prediction("loss_late", -50.0)
+    v3 = read_power_plan(ROOT / "config/golden/v3/faults.yaml")  # the record of v3's runs
+    assert len(v3.faults) == 6 and v3.seeds == tuple(range(300, 308))
+    assert v3.faults["dropout_off"].breaks.startswith("the model is built without dropout")
+    assert all(fault.predicted is None for fault in v3.faults.values())
+    plan = tmp_path / "faults.yaml"
+    plan.write_text("seeds: [1]\nfaults:\n  a: {breaks: it}\n  b: {breaks: it, predicted: null}\n")
+    assert [f.predicted for f in read_power_plan(plan).faults.values()] == [None, None]
 
 
 def test_a_broken_plan_is_one_line_naming_the_file(tmp_path):
@@ -74,9 +89,23 @@ def test_a_broken_plan_is_one_line_naming_the_file(tmp_path):
             read_power_plan(plan)
     with pytest.raises(GoldenFileError, match="not found"):
         read_power_plan(tmp_path / "absent.yaml")
+    broken = (
+        "3",
+        "{predicted: {key: loss_start, shift_sd: 1}}",
+        "{breaks: it, predicted: 1.5}",
+        "{breaks: it, predicted: {key: loss_start}}",
+        "{breaks: it, predicted: {key: loss_start, shift_sd: large}}",
+        "{breaks: it, predicted: {key: 2, shift_sd: 1}}",
+    )
+    for entry in broken:
+        plan.write_text(f"seeds: [1]\nfaults:\n  fine: it\n  bad_fault: {entry}\n")
+        with pytest.raises(GoldenFileError) as raised:
+            read_power_plan(plan)
+        message = str(raised.value)
+        assert str(plan) in message and "'bad_fault'" in message and "\n" not in message
 
 
-@pytest.mark.parametrize("fault", list(PLAN.faults))
+@pytest.mark.parametrize("fault", FAULTS)
 def test_every_fault_changes_what_the_run_computes(fault, clean, tmp_path):
     broken = tiny_run(fault, tmp_path)
     assert broken.keys() == clean.keys()
@@ -95,9 +124,12 @@ def test_an_unknown_fault_is_refused(tmp_path):
         tiny_run("gremlins", tmp_path)
 
 
-TRAINING_FAULTS = list(PLAN.faults)
 FINGERPRINT = json.loads((ROOT / "tests/golden/numerics_fingerprint.json").read_text())
-STEPS = 10  # the fingerprint's first steps: every fault has changed a loss by then
+STEPS = 10  # the fingerprint's first steps: every fault but AFTER_WARMUP's has acted by then
+# Faults that change nothing until the warm-up ends (step 400 of the paper's recipe, past the
+# fingerprint's 60 steps): their bits are compared on a short run whose warm-up ends in it.
+AFTER_WARMUP = ("decay_exponent_0_55",)
+SHORT_WARMUP = 4
 SHORT_RUN = """
 import json, sys
 sys.path.insert(0, "bench")
@@ -108,30 +140,41 @@ config = apply_receptor(yaml.safe_load(open("config/config.yaml")))
 pinned = numerics.pin(numerics.Numerics.from_config(config.get("numerics")))
 numerics.configure_torch(pinned, threads=None)
 import golden_power
-from tcrformer.training.fingerprint import short_run
+from tcrformer.training.loop import train
+from tcrformer.training.recipe import recipe_from_config, with_overrides
+paper = recipe_from_config(config["reversal"])
 runs = {}
-for fault in sys.argv[1:]:
-    with golden_power.training_fault(fault):
-        runs[fault] = short_run(config, STEPS, pinned)
+for run in sys.argv[1:]:  # FAULT@WARMUP: the paper recipe's first STEPS steps at that warm-up
+    fault, warmup = run.split("@")
+    recipe = with_overrides(paper, steps=STEPS, device="cpu", log_every=STEPS, warmup=int(warmup))
+    with golden_power.training_fault(fault) as faulty:
+        runs[run] = [float(x).hex() for x in train(faulty(recipe)).losses.numpy()]
 print(json.dumps(runs))
 """
 
 
 @pytest.mark.skipif(not numerics.portable_supported()[0], reason="portable numerics unsupported")
-def test_the_exact_bits_catch_every_training_fault_the_bands_may_miss():
-    """The bands catch what moves a trained value past its spread (power.yaml); the exact
-    bits of a short run (tests/test_numerics.py) catch any change to the training's
-    arithmetic, so every training fault of the harness fails that check too."""
+def test_the_exact_bits_of_a_short_run_catch_every_fault():
+    """The bands catch what moves a trained value past its spread; the exact bits of a short
+    run catch any change to the training's arithmetic within it. The control gives the
+    fingerprint's bits (tests/test_numerics.py); every other fault changes them, but those
+    that act only after the warm-up, which change a run whose warm-up ends within it."""
+    warmup = recipe_from_config(default_config()["reversal"]).warmup  # the paper's
+    control, short = f"{POWER.CONTROL}@{warmup}", f"{POWER.CONTROL}@{SHORT_WARMUP}"
+    args = [control, short, *(f"{f}@{warmup}" for f in FAULTS)]
+    args += [f"{f}@{SHORT_WARMUP}" for f in AFTER_WARMUP]
     code = SHORT_RUN.replace("STEPS", str(STEPS))
-    done = subprocess.run(
-        [sys.executable, "-c", code, POWER.CONTROL, *TRAINING_FAULTS],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    runs = {f: run["losses_float32_hex"] for f, run in json.loads(done.stdout).items()}
-    expected = FINGERPRINT["losses_float32_hex"][:STEPS]
-    assert runs[POWER.CONTROL] == expected  # the library as it is gives the fingerprint's bits
-    missed = [f for f in TRAINING_FAULTS if runs[f] == expected]
+    done = subprocess.run([sys.executable, "-c", code, *args],
+                          cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    runs = json.loads(done.stdout)
+    assert runs[control] == FINGERPRINT["losses_float32_hex"][:STEPS]  # the library as it is
+    unchanged = [f for f in FAULTS if runs[f"{f}@{warmup}"] == runs[control]]
+    missed = [f for f in unchanged if f not in AFTER_WARMUP]
     assert not missed, f"the fingerprint misses {missed}"
+    for fault in AFTER_WARMUP:  # nothing changes until the warm-up ends, then the bits do
+        run = runs[f"{fault}@{SHORT_WARMUP}"]
+        assert fault in unchanged and run[:SHORT_WARMUP] == runs[short][:SHORT_WARMUP], fault
+        assert run != runs[short], f"{fault} left a short warm-up's bits as they were"
 
 
 def same_evaluation(a, b) -> bool:

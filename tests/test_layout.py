@@ -284,7 +284,7 @@ def test_the_graph_sees_importlib_and_an_import_up_a_layer():
     imports = import_graph()
     assert "tcrformer.chapters.toy.settings" in imports["tcrformer.chapters"]
     assert "tcrformer.plotting.schematics" in imports["tcrformer.figures"]
-    assert "tcrformer.models.fast" in imports["bench.golden_power"]
+    assert "tcrformer.models.transformer" in imports["bench.golden_power"]
     up = {**imports, "tcrformer.training.loop": {"tcrformer.chapters.toy.compute"}}
     assert upward_imports(up)["tcrformer.training.loop"] == ["tcrformer.chapters.toy.compute"]
     # The library importing the claims' package, and that package importing a tool, are up.

@@ -395,7 +395,8 @@ def validate_command(
 
 
 def registered_faults() -> tuple[list[str], tuple[int, ...]]:
-    """The power faults and seeds of the plan (config/golden/v3/faults.yaml)."""
+    """The power faults (the control `none` among them) and seeds of the plan
+    (core.power.FAULTS_FILE: config/golden/v4/faults.yaml)."""
     plan = read_power_plan(ROOT / "config" / FAULTS_FILE)
     return list(plan.faults), plan.seeds
 
@@ -509,6 +510,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.runs}: {len(missing)} registered power runs are not finished "
                   f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); "
                   "nothing judged", file=sys.stderr)  # fmt: skip
+            return 1
+        if (ROOT / "config" / FAULTS_FILE).parent != FOLDER:  # a plan's own bands judge it
+            print(f"{args.runs}: runs of config/{FAULTS_FILE}, which {FOLDER.name}'s bands do "
+                  "not judge; nothing judged", file=sys.stderr)  # fmt: skip
             return 1
         table = power_table(args.runs, read_bands())
         table.to_csv(FOLDER / "power_runs.csv", index=False)

@@ -8,7 +8,8 @@
 from tcrformer.core.power import FAULTS_FILE, read_power_plan
 
 # The golden check's power: the faults bench/golden_power.py injects and their seeds, as
-# data (config/golden/v3/faults.yaml), read here without loading the harness.
+# data (config/golden/v4/faults.yaml: `none`, the control, among them), read here without
+# loading the harness.
 try:
     POWER = read_power_plan(OWN_CONFIG / FAULTS_FILE)
 except GoldenFileError as err:
@@ -76,6 +77,6 @@ rule golden_power:
 
 
 rule power:
-    """Golden check power: every fault of config/golden/v3/faults.yaml, each of its seeds."""
+    """Golden check power: every fault of config/golden/v4/faults.yaml, each of its seeds."""
     input:
         expand(rules.golden_power.output.values, fault=POWER.faults, seed=POWER.seeds),
