@@ -1,0 +1,7 @@
+"""Golden check v4, offline: the method's simulation, chosen and frozen before the v4
+fitting seeds are read (config/golden/v4/design.md, "Review and answers").
+
+    windows   the loss windows and the anti-diagonal: candidate bounds (C), (B), (U) and
+              the simulation that picks one
+    misses    the misses' beta-binomial bound: maximum likelihood, calibrated
+"""
