@@ -1,8 +1,7 @@
 """Golden check v4's held-out validation: counts beyond bands, exact binomial tests.
 
-The held-out seeds (config/golden/ensembles/v4_heldout.yaml) are judged once, after the
-method is frozen. What decides, fixed before any of them is read (config/golden/v4/design.md),
-each at level 5 %:
+The held-out seeds, registered with the design (config/golden/v4/design.md), are judged once,
+after the method is frozen. What decides, fixed before any of them is read, each at level 5 %:
 
     (i)  pooled: over the 9 one-sided tests, the seeds beyond the bands made at a 5 % family
          budget (share 0.05 / 9 each); under the method the count is Binomial(9 n, share),
