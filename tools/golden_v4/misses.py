@@ -556,7 +556,7 @@ def moments_fit(x, n: int) -> tuple[float, float]:
     return a / (a + b), 1 / (a + b)
 
 
-def v3_record() -> tuple[pd.DataFrame, dict]:
+def committed_design_data() -> tuple[pd.DataFrame, dict]:
     fitting = pd.read_csv(V3 / "fitting.csv")
     band = yaml.safe_load((V3 / "bands.yaml").read_text())["bands"]["reversal.curve.misses"]
     return fitting, band
@@ -573,7 +573,7 @@ def data_sets(fitting: pd.DataFrame) -> dict[str, np.ndarray]:
 def report(draws: int, fits: int, inner: int, seed: int = 0) -> str:
     """The markdown record: per data set the fits and bounds, then the conditional rate's
     spread simulated from the ML fit and from rho's heavy end."""
-    fitting, band = v3_record()
+    fitting, band = committed_design_data()
     started, columns, rates, found = time.process_time(), {}, [], {}
     for name, x in data_sets(fitting).items():
         found[name] = misses_bound(x, N, SHARE, draws, seed)
