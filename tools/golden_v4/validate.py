@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.stats.holm import holm, holm_levels
 
 Band = tuple[float, float]  # (low, high); -inf or +inf where a side is not judged
@@ -98,9 +99,10 @@ def per_side_test(counts: list[SideCount]) -> list[dict]:
 
 
 def family_wise(failed: np.ndarray, confidence: float = 0.95) -> dict[str, float]:
-    """FAILs of n seeds and the exact one-sided upper confidence bound on the rate."""
+    """FAILs of n seeds and the exact one-sided upper confidence bound on the rate: the
+    upper end of the two-sided Clopper-Pearson interval at 1 - 2 (1 - confidence)."""
     k, n = int(np.sum(failed)), len(failed)
-    upper = 1.0 if k == n else float(stats.beta.ppf(confidence, k + 1, n - k))
+    upper = exact_binomial_interval(k, n, 1 - 2 * (1 - confidence))[1]
     return {"fail": k, "seeds": n, "rate": k / n, "upper": upper}
 
 
