@@ -934,6 +934,38 @@ def write(sim: Simulation, out: Path) -> None:
     (out / "windows.md").write_text(markdown(sim))
 
 
+SHIFTS = (1.0, 2.0, 3.0, 4.0)  # fault sizes in the model's SDs on its scale (the power plan's)
+
+
+def shift_power(key: str, lams: Sequence[float], ensembles: int, seed: int) -> pd.DataFrame:
+    """Power of one run-side against a shifted key: per normal model (at each lam, the design
+    data's moments) and candidate, the mean exact probability that a run drawn from the model
+    moved outward by delta SDs on its scale falls beyond the band fitted on 80 correct runs.
+    The multipliers are the calibrated ones of calibration.csv (per side, the largest)."""
+    cal = pd.read_csv(OUT / "calibration.csv", comment="#")
+    cal = cal[cal["key"] == key]
+    grid, rows = FIT_GRID[key], []
+    for i, model in enumerate(design_models(design_data()[key], lams)):
+        t = model.draw((ensembles, N_FIT), seeded(seed, KEYS.index(key), i, 3))
+        for candidate, truncated in (("C", True), ("Cu", False)):
+            pair = bounds(refit(t, grid, truncated), *multipliers(cal, candidate))
+            for side, bound in zip(("low", "high"), pair, strict=True):
+                sign = -1.0 if side == "low" else 1.0
+                for delta in SHIFTS:
+                    moved = replace(model, mu=model.mu + sign * delta * model.sigma)
+                    rows.append(
+                        {
+                            "key": key,
+                            "model": model.name,
+                            "candidate": candidate,
+                            "side": side,
+                            "shift_sd": delta,
+                            "power": float(moved.exceedance(bound, side).mean()),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
 def parse_grid(text: str) -> tuple[str, np.ndarray]:
     """KEY=START:STOP:STEP, the stop included."""
     key, spec = text.split("=", 1)
@@ -978,7 +1010,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run.add_argument("--seed", type=int, default=4)
     run.add_argument("--out", type=Path, default=OUT)
+    power = verbs.add_parser("power", help="C against Cu on shifted keys, at v3's moments")
+    power.add_argument("--ensembles", type=int, default=2000)
+    power.add_argument("--seed", type=int, default=5)
     args = parser.parse_args(argv)
+    if args.verb == "power":
+        return power_table(args.ensembles, args.seed)
     grids = dict(parse_grid(g) for g in args.lambda_grid)
     sim = simulate(
         ensembles=args.ensembles,
@@ -997,6 +1034,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim = merged(args.out, sim)
     write(sim, args.out)
     print(markdown(sim))
+    return 0
+
+
+POWER_LAMBDAS = {
+    "loss_start": (-2.0, 1.0, 6.0),
+    "loss_early": (1.0, 3.5, 6.5),
+    "loss_late": (1.0, 3.5, 6.5),
+}
+
+
+def power_table(ensembles: int, seed: int) -> int:
+    command = f"python -m tools.golden_v4.windows power --ensembles {ensembles} --seed {seed}"
+    table = pd.concat([shift_power(key, POWER_LAMBDAS[key], ensembles, seed) for key in WINDOWS])
+    wide = table.pivot_table(
+        index=["key", "model", "side", "shift_sd"], columns="candidate", values="power"
+    ).reset_index()
+    prov = golden.provenance(command)
+    text = (
+        "# Golden check v4: power of one run-side, C against Cu\n\n"
+        f"Written by `{command}` at commit {prov['commit']} (dirty {prov['dirty']}), "
+        f"{prov['date']}; {ensembles} fitting ensembles of {N_FIT} per model at v3's moments. "
+        "Power: the mean exact probability that a run from the model shifted outward by "
+        "shift_sd of its SDs (on its Box-Cox scale) lands beyond the band.\n\n"
+        + wide.to_markdown(index=False, floatfmt=".3g")
+        + "\n"
+    )
+    (OUT / "shift_power.md").write_text(text)
+    print(text)
     return 0
 
 
