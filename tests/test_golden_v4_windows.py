@@ -14,7 +14,7 @@ from scipy import optimize, special
 
 from conftest import ROOT
 from tools import golden
-from tools.golden_v4 import windows
+from tools.golden_v4 import shape, windows
 
 RECORD = ROOT / "config/golden/v4/simulation"
 ENSEMBLES = 1500  # fitting ensembles per model in CI (the record used 8,000)
@@ -325,3 +325,101 @@ def test_the_simulation_runs_end_to_end_and_writes_its_record(tmp_path):
     keys = pd.read_csv(tmp_path / "keys.csv", comment="#")
     assert list(keys["key"]) == ["loss_late", "antidiagonal"] and keys["commit"].notna().all()
     assert "## Constants and choice" in (tmp_path / "windows.md").read_text()
+
+
+# Cu's one window multiplier, by shape (tools/golden_v4/shape.py) ----------------------------
+
+
+def shape_k(model: windows.Model, fit, seed: int, ensembles: int = 400) -> np.ndarray:
+    """Cu's calibrated (k_low, k_high) at the model, on seeded draws, with the fit given."""
+    t = draws(model, seed, ensembles)
+    return windows.calibrate(model, fit(t), shape.TARGET)
+
+
+def test_cu_depends_on_the_shape_alone():
+    """The same c from the shape model and from loss_early's design model at v3's moments
+    (another lam, mean and spread of log x), on common draws: the relative fit gives the same
+    k to rounding, the method's own FIT_GRID to its step."""
+    c = 0.27
+    small, design = shape.shape_model(c), shape.design_model_at("loss_early", c)
+    assert design.lam == pytest.approx(3.75, abs=0.01) and design.mu != 0
+    assert shape.shape_of(design) == pytest.approx(c, abs=1e-9)
+    base = shape_k(small, shape.refit_relative, seed=21)
+    assert shape_k(design, shape.refit_relative, seed=21) == pytest.approx(base, abs=1e-6)
+    assert shape_k(design, shape.refit_key("loss_early"), seed=21) == pytest.approx(base, abs=3e-3)
+
+
+def test_the_mirror_image_swaps_the_sides():
+    """c and -c on common draws: log x mirrored, so k_low and k_high trade places."""
+    found = shape_k(shape.shape_model(0.27), shape.refit_relative, seed=22)
+    mirror = shape_k(shape.shape_model(-0.27), shape.refit_relative, seed=22)
+    assert mirror[::-1] == pytest.approx(found, abs=1e-6)
+
+
+@pytest.mark.parametrize("c", [0.27, 5.0, math.inf])
+def test_the_shape_models_spread_in_log_x_is_its_draws(c):
+    t = shape.shape_model(c).draw((200_000,), np.random.default_rng(23))
+    assert shape.log_sd(c) == pytest.approx(t.std(), rel=0.01)
+    assert shape.spread(-c) == -shape.spread(c)
+
+
+def test_a_keys_model_of_a_shape_has_that_shape_and_the_keys_spread():
+    model = shape.key_model("loss_late", -0.5)
+    t = model.draw((200_000,), np.random.default_rng(24))
+    assert shape.shape_of(model) == pytest.approx(-0.5, abs=1e-12)
+    assert t.std() == pytest.approx(np.std(windows.design_data()["loss_late"], ddof=1), rel=0.01)
+
+
+def test_a_calibrated_multiplier_hits_its_target_and_its_sd_is_the_spread_over_replicates():
+    """k makes the mean exceedance 0.95 x the share; the delta method's MC SD of k agrees
+    with the SD of k over independent calibrations (within their sampling error)."""
+    model, found, sds = shape.shape_model(0.0), [], []
+    for seed in range(24):
+        t = draws(model, seed=100 + seed, ensembles=600)
+        fit = shape.refit_relative(t)
+        row = shape.calibrated(model, t, fit)
+        found.append(row["k_high"])
+        sds.append(row["k_high_sd"])
+    exceed = model.exceedance(fit.bound(row["k_high"], "high"), "high").mean()
+    assert exceed == pytest.approx(0.95 * windows.SHARE, rel=1e-6)
+    assert np.std(found, ddof=1) == pytest.approx(np.mean(sds), rel=0.4)
+
+
+def test_the_window_multiplier_is_the_largest_k_over_sides_and_shapes():
+    table = pd.DataFrame(
+        {"c": [-0.3, 0.0, 0.3], "k_low": [3.2, 3.4, 3.5], "k_high": [3.6, 3.4, 3.2]}
+    )
+    assert shape.window_multiplier(table) == 3.6
+    table.loc[2, "k_low"] = 3.7
+    assert shape.window_multiplier(table) == 3.7
+
+
+def test_the_confirmation_passes_only_if_every_upper_end_is_at_most_1_10():
+    table = pd.DataFrame({"ratio": [0.9, 1.0], "ratio_high": [1.0, 1.1]})
+    assert shape.passes(table)
+    table.loc[0, "ratio_high"] = 1.1001
+    assert not shape.passes(table)
+
+
+def test_the_shape_calibration_and_confirmation_run_end_to_end(tmp_path):
+    shapes = (-0.27, 0.0, 0.27, math.inf)
+    k = shape.calibrate_command(300, 1, tmp_path, shapes, log=lambda _: None)
+    table = shape.read_csv(tmp_path / "shape.csv")
+    assert k == shape.window_multiplier(table) and list(table["c"]) == list(shapes)
+    shape.confirm_command(200, 200, 2, tmp_path, shapes, log=lambda _: None)
+    confirm = pd.read_csv(tmp_path / "confirm.csv", comment="#")
+    assert set(confirm["fit"]) == {"relative", *windows.WINDOWS} and len(confirm) == 32
+    runs = shape.read_csv(tmp_path / shape.RUNS)
+    assert list(runs["verb"]) == ["calibrate", "confirm"] and (runs["K"] == k).all()
+    assert "**Rule, written before the run:**" in (tmp_path / "shape.md").read_text()
+
+
+def test_the_power_table_writes_only_where_it_is_told(tmp_path, monkeypatch):
+    """Without --out it prints; with it, shift_power.md goes into that folder."""
+    monkeypatch.setattr(windows, "POWER_LAMBDAS", {key: (1.0,) for key in windows.WINDOWS})
+    written = []
+    monkeypatch.setattr(type(tmp_path), "write_text", lambda p, text: written.append(p))
+    windows.power_table(20, 5, k=3.6)
+    assert written == []
+    windows.power_table(20, 5, k=3.6, out=tmp_path)
+    assert written == [tmp_path / "shift_power.md"]

@@ -2,6 +2,7 @@
 bounds, and the simulation that picks one (config/golden/v4/design.md, answers 1-4 and 6).
 
     python -m tools.golden_v4.windows simulate [--ensembles N] [--out FOLDER]
+    python -m tools.golden_v4.windows power [--k K] [--out FOLDER]
 
 Models. A loss window's excess over the smoothing floor, x = mean - floor > 0, is a truncated
 Box-Cox normal: y = BoxCox(x; lam) ~ Normal(mu, sigma) restricted to the scale's reach (x > 0:
@@ -562,27 +563,30 @@ def design_models(t: np.ndarray, lams: Sequence[float], df: float = math.inf) ->
 # Calibration ---------------------------------------------------------------------------------
 
 
-def solve_multiplier(rate: Callable[[np.ndarray], np.ndarray], shape, iterations: int = 36):
-    """Per element, the multiplier k at which rate(k) (decreasing in k) equals the share, by
-    bisection on MULTIPLIER_RANGE (to 1e-9). rate: k (shape) -> mean exceedance (shape)."""
+def solve_multiplier(
+    rate: Callable[[np.ndarray], np.ndarray], shape, iterations: int = 36, target: float = SHARE
+):
+    """Per element, the multiplier k at which rate(k) (decreasing in k) equals the target (the
+    share), by bisection on MULTIPLIER_RANGE (to 1e-9). rate: k (shape) -> mean exceedance."""
     low, high = np.full(shape, MULTIPLIER_RANGE[0]), np.full(shape, MULTIPLIER_RANGE[1])
     for _ in range(iterations):
         k = (low + high) / 2
-        above = rate(k) > SHARE
+        above = rate(k) > target
         low, high = np.where(above, k, low), np.where(above, high, k)
     return (low + high) / 2
 
 
-def calibrate(model: Model, fit: ScaleFit) -> np.ndarray:
+def calibrate(model: Model, fit: ScaleFit, target: float = SHARE) -> np.ndarray:
     """The multipliers (k_low, k_high) at which the fits' mean exact exceedance under the
-    model equals the share; the mean is over the fits' last axis (fields (E,): one pair;
-    fields (c, inner) with a model per row, fields (c, 1): (2, c), (B)'s inner step)."""
+    model equals the target (the share); the mean is over the fits' last axis (fields (E,):
+    one pair; fields (c, inner) with a model per row, fields (c, 1): (2, c), (B)'s inner step)."""
     shape = np.shape(fit.m)[:-1]
 
     def rate(side):
         return lambda k: model.exceedance(fit.bound(k[..., None], side), side).mean(axis=-1)
 
-    return np.stack([solve_multiplier(rate(side), shape) for side in ("low", "high")])
+    sides = ("low", "high")
+    return np.stack([solve_multiplier(rate(side), shape, target=target) for side in sides])
 
 
 def calibrate_k(model: Model, grid, ensembles: int, rng, truncated: bool = True, n: int = N_FIT):
@@ -937,33 +941,47 @@ def write(sim: Simulation, out: Path) -> None:
 SHIFTS = (1.0, 2.0, 3.0, 4.0)  # fault sizes in the model's SDs on its scale (the power plan's)
 
 
-def shift_power(key: str, lams: Sequence[float], ensembles: int, seed: int) -> pd.DataFrame:
+def shift_power(
+    key: str, lams: Sequence[float], ensembles: int, seed: int, k: float | None = None
+) -> pd.DataFrame:
     """Power of one run-side against a shifted key: per normal model (at each lam, the design
     data's moments) and candidate, the mean exact probability that a run drawn from the model
     moved outward by delta SDs on its scale falls beyond the band fitted on 80 correct runs.
-    The multipliers are the calibrated ones of calibration.csv (per side, the largest)."""
+    C and Cu take the calibrated multipliers of calibration.csv (per side, the largest); with
+    k, also "Cu K": Cu's fit with the one window multiplier k on both sides."""
     cal = pd.read_csv(OUT / "calibration.csv", comment="#")
     cal = cal[cal["key"] == key]
-    grid, rows = FIT_GRID[key], []
+    methods = [("C", True, multipliers(cal, "C")), ("Cu", False, multipliers(cal, "Cu"))]
+    methods += [] if k is None else [("Cu K", False, (k, k))]
+    rows = []
     for i, model in enumerate(design_models(design_data()[key], lams)):
         t = model.draw((ensembles, N_FIT), seeded(seed, KEYS.index(key), i, 3))
-        for candidate, truncated in (("C", True), ("Cu", False)):
-            pair = bounds(refit(t, grid, truncated), *multipliers(cal, candidate))
-            for side, bound in zip(("low", "high"), pair, strict=True):
-                sign = -1.0 if side == "low" else 1.0
-                for delta in SHIFTS:
-                    moved = replace(model, mu=model.mu + sign * delta * model.sigma)
-                    rows.append(
-                        {
-                            "key": key,
-                            "model": model.name,
-                            "candidate": candidate,
-                            "side": side,
-                            "shift_sd": delta,
-                            "power": float(moved.exceedance(bound, side).mean()),
-                        }
-                    )
+        fits = {truncated: refit(t, FIT_GRID[key], truncated) for truncated in (True, False)}
+        for candidate, truncated, ks in methods:
+            pair = bounds(fits[truncated], *ks)
+            rows += power_rows(key, model, candidate, pair)
     return pd.DataFrame(rows)
+
+
+def power_rows(key: str, model: Model, candidate: str, pair) -> list[dict]:
+    """One row per side and shift: the mean exact probability beyond the (low, high) bounds
+    of a run from the model moved outward by shift_sd of its SDs on its scale."""
+    rows = []
+    for side, bound in zip(("low", "high"), pair, strict=True):
+        sign = -1.0 if side == "low" else 1.0
+        for delta in SHIFTS:
+            moved = replace(model, mu=model.mu + sign * delta * model.sigma)
+            rows.append(
+                {
+                    "key": key,
+                    "model": model.name,
+                    "candidate": candidate,
+                    "side": side,
+                    "shift_sd": delta,
+                    "power": float(moved.exceedance(bound, side).mean()),
+                }
+            )
+    return rows
 
 
 def parse_grid(text: str) -> tuple[str, np.ndarray]:
@@ -1013,9 +1031,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     power = verbs.add_parser("power", help="C against Cu on shifted keys, at v3's moments")
     power.add_argument("--ensembles", type=int, default=2000)
     power.add_argument("--seed", type=int, default=5)
+    power.add_argument("--k", type=float, help="also Cu with this one multiplier on every side")
+    power.add_argument(
+        "--out", type=Path, help="write shift_power.md into this folder (default: print only)"
+    )
     args = parser.parse_args(argv)
     if args.verb == "power":
-        return power_table(args.ensembles, args.seed)
+        return power_table(args.ensembles, args.seed, args.k, args.out)
     grids = dict(parse_grid(g) for g in args.lambda_grid)
     sim = simulate(
         ensembles=args.ensembles,
@@ -1044,23 +1066,32 @@ POWER_LAMBDAS = {
 }
 
 
-def power_table(ensembles: int, seed: int) -> int:
+def power_table(ensembles: int, seed: int, k: float | None = None, out: Path | None = None):
+    """The power of one run-side per window, model, side and shift, C against Cu (and Cu at
+    the one multiplier k): printed, and written to out/shift_power.md when out is given."""
     command = f"python -m tools.golden_v4.windows power --ensembles {ensembles} --seed {seed}"
-    table = pd.concat([shift_power(key, POWER_LAMBDAS[key], ensembles, seed) for key in WINDOWS])
-    wide = table.pivot_table(
+    command += "" if k is None else f" --k {k:g}"
+    command += "" if out is None else f" --out {out}"
+    parts = [shift_power(key, POWER_LAMBDAS[key], ensembles, seed, k) for key in WINDOWS]
+    wide = pd.concat(parts).pivot_table(
         index=["key", "model", "side", "shift_sd"], columns="candidate", values="power"
-    ).reset_index()
+    )
     prov = golden.provenance(command)
     text = (
         "# Golden check v4: power of one run-side, C against Cu\n\n"
         f"Written by `{command}` at commit {prov['commit']} (dirty {prov['dirty']}), "
         f"{prov['date']}; {ensembles} fitting ensembles of {N_FIT} per model at v3's moments. "
         "Power: the mean exact probability that a run from the model shifted outward by "
-        "shift_sd of its SDs (on its Box-Cox scale) lands beyond the band.\n\n"
-        + wide.to_markdown(index=False, floatfmt=".3g")
+        "shift_sd of its SDs (on its Box-Cox scale) lands beyond the band. C and Cu: the "
+        "multipliers of calibration.csv, per key and side"
+        + ("." if k is None else f"; Cu K: Cu's fit with k = {k:g} on every side.")
+        + "\n\n"
+        + wide.reset_index().to_markdown(index=False, floatfmt=".3g")
         + "\n"
     )
-    (OUT / "shift_power.md").write_text(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "shift_power.md").write_text(text)
     print(text)
     return 0
 
