@@ -21,7 +21,15 @@ from conftest import OFFLINE, SNAKEMAKE, copy_workflow, snakemake, write_config
 pytestmark = pytest.mark.slow
 
 # Fast chapters and their figures; ESM-2 is not fetched (no network in tests).
-FAST_TARGETS = ["toy", "notes", "plm", "figures_toy", "figures_notes", "figures_plm"]
+FAST_TARGETS = [
+    "toy",
+    "notes",
+    "plm",
+    "figures_toy",
+    "figures_notes",
+    "figures_plm",
+    "figures_schematic",
+]
 # Files that legitimately differ between runs: timings, logs, provenance.
 VARYING = ("logs", "benchmarks")
 # Where the run is killed, in order: once a file matching the pattern appears that was not
