@@ -118,6 +118,14 @@ def test_a_count_quantile_is_the_beta_binomial():
     assert np.all(tail[c] <= q) and np.all((c == 0) | (tail[np.maximum(c - 1, 0)] > q))
 
 
+def test_a_moved_count_moves_its_mean_by_that_many_sds():
+    law = validate.Count(mu=0.002, phi=0.0015)
+    pmf = -np.diff(np.concatenate([[1.0], misses.survival(misses.N, law.mu, law.phi)[0]]))
+    x = np.arange(misses.N + 1)
+    sd = np.sqrt(pmf @ x**2 - (pmf @ x) ** 2)
+    assert (law.moved(2.0).mu - law.mu) * misses.N == pytest.approx(2 * sd, rel=1e-6)
+
+
 def test_the_windows_and_antidiagonal_bands_are_the_methods(setup):
     rng = np.random.default_rng(3)
     t = setup.truth.draw(validate.FITTING_SEEDS, 4, rng)
