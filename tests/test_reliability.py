@@ -7,7 +7,9 @@ A killed run is recovered with the command the README documents:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -15,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_module import RUN, deploy, git_head, repository_changes
 
-from conftest import OFFLINE, SNAKEMAKE, copy_workflow, snakemake, write_config
+from conftest import OFFLINE, ROOT, SNAKEMAKE, copy_workflow, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +75,8 @@ def kill_when(wf: Path, args: list[str], marker: str, delay: float, timeout: flo
             time.sleep(0.05)
         time.sleep(delay)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended by itself
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
@@ -83,28 +87,44 @@ def recover(wf: Path, args: list[str]) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_a_run_killed_three_times_recovers_to_the_uninterrupted_runs_bytes(workflow_copy, full_run):
-    """A fresh copy of the fast chapters, killed during the toy chapter, then between
+def test_a_deployed_run_killed_three_times_recovers_to_the_clones_bytes(tmp_path, full_run):
+    """The workflow deployed as a module in a user's folder with the .test config
+    (test_module.deploy), its fast chapters killed during the toy chapter, then between
     chapters, then while figures are drawn, each time recovered the README's way: every file
-    it ends with is byte-identical to the suite's uninterrupted full default run (the same
-    offline config, another copy, other processes). So a rerun elsewhere gives the same
-    bytes, and no kill point leaves a half-written file behind."""
-    wf = workflow_copy
-    args = [*FAST_TARGETS, "--configfile", str(write_config(wf / "offline.yaml", OFFLINE))]
+    they end with is byte-identical to the suite's uninterrupted default run in a clone (the
+    same chapters' config, another folder, other processes). So a rerun elsewhere gives the
+    same bytes, and no kill point leaves a half-written file behind. Then the whole .test run
+    completes there: its golden check passes, its manifest names the workflow's commit, and
+    nothing is written into the repository."""
+    before = repository_changes()
+    user = deploy(tmp_path / "analysis")
+    profile = ["--workflow-profile", str(ROOT / "profiles" / "default")]  # as docs/usage.md
     for marker, delay in KILL_POINTS:
-        kill_when(wf, args, marker, delay)
-        assert snakemake(wf, "--unlock").returncode == 0
-    recover(wf, args)
-    recovered, uninterrupted = digest_tree(wf / "results"), digest_tree(full_run / "results")
-    assert {
-        "paper/toy/golden.ok",
-        "paper/notes/golden.ok",
-        "paper/plm/golden.ok",
-    } <= recovered.keys()
+        kill_when(user, [*profile, *FAST_TARGETS], marker.replace("/paper/", f"/{RUN}/"), delay)
+        assert snakemake(user, "--unlock").returncode == 0
+    recover(user, [*profile, *FAST_TARGETS])
+    recovered = as_run(digest_tree(user / "results"), RUN)
+    uninterrupted = as_run(digest_tree(full_run / "results"), "paper")
+    assert {"toy/golden.ok", "notes/golden.ok", "plm/golden.ok"} <= recovered.keys()
     assert recovered.keys() <= uninterrupted.keys(), sorted(recovered.keys() - uninterrupted.keys())
     assert {k: uninterrupted[k] for k in recovered} == recovered
     assert any(k.endswith(".png") for k in recovered) and any(k.endswith(".svg") for k in recovered)
     assert any(k.endswith(".npy") for k in recovered) and any(k.endswith(".csv") for k in recovered)
+    done = snakemake(user, *profile, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = user / "results" / RUN
+    assert (results / "golden.ok").is_file()
+    summary = json.loads((results / "golden_report.json").read_text())["summary"]
+    assert summary["FAIL"] == 0 and summary["PASS"] > 0, summary
+    manifest = json.loads((results / "manifest.json").read_text())
+    assert manifest["git"]["commit"] == git_head(), "the manifest names the workflow's commit"
+    assert not (ROOT / "results" / RUN).exists()
+    assert repository_changes() == before
+
+
+def as_run(digests: dict[str, str], run: str) -> dict[str, str]:
+    """One run's digests, keyed by the path inside its run folder."""
+    return {k.removeprefix(f"{run}/"): v for k, v in digests.items() if k.startswith(f"{run}/")}
 
 
 # A short training, killed mid-run: the whole snakemake process group gets SIGKILL once
@@ -145,7 +165,8 @@ def test_killed_training_resumes_to_the_same_model(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended by itself
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert not (wf / "results/paper/reversal/model.safetensors").exists()
     recover(wf, args)
