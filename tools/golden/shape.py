@@ -311,13 +311,19 @@ def tail_shapes(shapes: Sequence[float] = SHAPES) -> tuple[float, ...]:
     return tuple(sorted({*shapes, *(round(c, 4) for c in named)}))
 
 
+@functools.cache
+def antidiagonal_k() -> tuple[float, float]:
+    """The method's committed anti-diagonal multipliers at v3's data."""
+    ks = method.antidiagonal_multipliers(1 / (1 + np.exp(-design_data()["antidiagonal"])))
+    return ks["k_low"], ks["k_high"]
+
+
 def antidiagonal_model(df: float = math.inf) -> tuple[Model, tuple[float, float]]:
     """The anti-diagonal's logit-normal law at v3's data, and the method's committed
     multipliers there."""
     data = design_data()["antidiagonal"]
-    ks = method.antidiagonal_multipliers(1 / (1 + np.exp(-data)))
     model = Model(lam=None, mu=float(data.mean()), sigma=float(data.std(ddof=1)), df=df)
-    return model, (ks["k_low"], ks["k_high"])
+    return model, antidiagonal_k()
 
 
 def family_rate_t(tails: pd.DataFrame, df: int, ensembles: int, seed: int) -> dict[str, float]:

@@ -121,7 +121,7 @@ class Method:
     )
     grid: np.ndarray = field(default_factory=lambda: scale.RELATIVE_GRID)
     budget: float = frozen.BUDGET
-    misses_draws: int = misses.CALIBRATION_DRAWS
+    misses_draws: int = field(default_factory=lambda: frozen.MISSES_DRAWS)
     keys: tuple[str, ...] = KEYS
 
     def share(self, band: str) -> float:

@@ -15,7 +15,9 @@ exceedance over fits equals its share), so that a count's only departure from it
 the fitting ensemble's variation, which is what the binomial tests ignore. The misses' levels
 are calibrated at the truth once (misses.calibrate) and held in every outer simulation, as
 the bootstrap holds the fitting data's; misses_null_check measures what holding them changes
-in the misses' null counts against recalibrating every replicate.
+in the misses' null counts against recalibrating every replicate. The record,
+validation_null.md, was written by this simulation at commit 5e7df53, when lam was sought on
+a grid in lam per window (the same fit wherever lam-hat stays off that grid's edges).
 """
 
 from __future__ import annotations
