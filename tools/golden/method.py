@@ -156,15 +156,15 @@ def key_values(fitting: pd.DataFrame, key: str) -> np.ndarray:
     return fitting[key].dropna().to_numpy(float)
 
 
-def fit_bands(fitting: pd.DataFrame, floor: float, budget: float = BUDGET) -> dict:
+def fit_bands(fitting: pd.DataFrame, floor: float, budget: float = BUDGET, bands=BANDS) -> dict:
     """{band: {key: its band and what made it}} from the fitting table (one row per seed,
-    judged.KEYS), every band of BANDS."""
+    judged.KEYS), for each of `bands` (every band of BANDS)."""
     if budget != BUDGET:
         raise ValueError(f"budget {budget}: the window multipliers are calibrated for {BUDGET}")
-    found = {band: {} for band in BANDS}
+    found = {band: {} for band in bands}
     windows = {key: window_fit(key_values(fitting, key), floor) for key in judged.WINDOWS}
     anti = key_values(fitting, "antidiagonal")
-    for band in BANDS:
+    for band in bands:
         for key, fit in windows.items():
             found[band][key] = window_band(fit, floor, WINDOW_K[band])
         ks = antidiagonal_multipliers(anti, band, budget)

@@ -146,7 +146,7 @@ def catch_probability(model, bands, shifts: Mapping[str, float], z, floor: float
 
 def predictions(model, bands, differences: Mapping, floor: float, rng) -> dict[str, float]:
     """The predicted catch probability at the measured shifts, and its seed bootstrap's 95 %
-    interval (each key's pairs resampled together, by seed index)."""
+    interval (each key's pairs resampled), on common model runs."""
     z = (
         rng.standard_normal((PREDICTION_DRAWS, len(model.laws)))
         @ np.linalg.cholesky(model.correlation).T
@@ -158,7 +158,7 @@ def predictions(model, bands, differences: Mapping, floor: float, rng) -> dict[s
         shifts = {}
         for key, d in differences.items():
             shifts[key] = shift_of(d[rng.integers(len(d), size=len(d))]) if len(d) else math.nan
-        resampled.append(catch_probability(model, bands, shifts, z[: PREDICTION_DRAWS // 4], floor))
+        resampled.append(catch_probability(model, bands, shifts, z, floor))
     low, high = np.percentile(resampled, [2.5, 97.5])
     return {"predicted": point, "predicted_low": float(low), "predicted_high": float(high)}
 

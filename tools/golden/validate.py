@@ -373,10 +373,16 @@ def null_tallies(
     parts = []
     for start in range(0, replicates, chunk):
         size = min(chunk, replicates - start)
-        fitting = masked(model.draw(FITTING_SEEDS, size, rng), keep["fitting"])
-        heldout = masked(model.draw(HELDOUT_SEEDS, size, rng), keep["heldout"])
+        fitting = masked(model.draw(seeds_of(keep["fitting"]), size, rng), keep["fitting"])
+        heldout = masked(model.draw(seeds_of(keep["heldout"]), size, rng), keep["heldout"])
         parts.append(tally(fitting, heldout, method, levels))
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def seeds_of(keep: Mapping[str, np.ndarray]) -> int:
+    """The seeds of an ensemble (the length of its keys' masks): the bootstrap draws as many
+    as were observed."""
+    return len(next(iter(keep.values())))
 
 
 def upper_p(observed, null: np.ndarray) -> np.ndarray:
@@ -519,7 +525,7 @@ def judge(fitting, heldout, method: Method, levels, replicates: int, rng) -> dic
             seen["committed"][0], null["committed"], seeds, share("committed"), sides
         ),
         "family_wise": {
-            **family_wise(fails, HELDOUT_SEEDS),
+            **family_wise(fails, seeds_of(keep["heldout"])),
             "null_mean": float(null["fails"].mean()),
             "p": float(upper_p(fails, null["fails"])),
         },
@@ -588,7 +594,7 @@ def committed_agrees(bands_path: Path, fitting: pd.DataFrame, floor: float) -> l
     (the bands file was edited, or the method changed since the fit): none, or the
     validation would judge bands that are not the method's."""
     committed = records.read_bands(bands_path)
-    again = frozen.fit_bands(fitting, floor)["committed"]
+    again = frozen.fit_bands(fitting, floor, bands=("committed",))["committed"]
     differ = []
     for key in judged.KEYS:
         for side in ("low", "high"):
