@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from unittest import mock
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -20,6 +22,8 @@ from tcrformer.core.power import FAULTS_FILE, Prediction, read_power_plan
 from tcrformer.training.recipe import recipe_from_config, with_overrides
 
 from conftest import ROOT, default_config
+from tools.golden import power as judging
+from tools.golden import records, validate
 
 torch.set_num_threads(1)
 BENCH = ROOT / "bench"
@@ -199,3 +203,105 @@ def test_evaluation_turns_dropout_off_and_would_see_it_left_on():
     torch.manual_seed(3)
     with mock.patch.object(torch.nn.Module, "eval", lambda self: self.train(True)):
         assert not same_evaluation(evaluate_recipe(model, recipe), first)
+
+
+# The tool that judges the runs (tools/golden/judging.py) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def judged_with():
+    """v3's committed bands as the bands (any Band does), the model fitted on v3's 80 fitting
+    seeds."""
+    fitting = pd.read_csv(ROOT / "config/golden/v3/fitting.csv").query("seed >= 64")
+    bands = records.read_bands(ROOT / "config/golden/v3/bands.yaml")
+    model = validate.fit_generating(validate.columns_on_scale(fitting, 0.611088),
+                                    validate.Method())  # fmt: skip
+    return fitting, bands, model
+
+
+def fault_runs(tmp_path, fitting, faults: dict) -> None:
+    """A power folder as `snakemake power` writes it: per fault, runs on two seeds whose
+    curves are fitting seeds' with loss_start moved by the fault's amount."""
+    steps = np.arange(1, 3001)
+    for fault, shift in faults.items():
+        for seed, row in zip((8200, 8201), fitting.dropna().iloc[:2].to_dict("records"),
+                             strict=True):  # fmt: skip
+            folder = tmp_path / fault / f"seed{seed}"
+            folder.mkdir(parents=True)
+            loss = np.where(steps <= 300, row["loss_start"] + shift, row["loss_late"])
+            loss[400:600] = row["loss_early"]
+            pd.DataFrame({"step": steps, "loss": loss}).to_csv(folder / "losses.csv", index=False)
+            values = {
+                "reversal.heldout_exact": 999,
+                "reversal.cdr3_output": "FYQEYSSRISSAC",
+                "reversal.cross_attention_antidiagonal_mean": row["antidiagonal"],
+            }
+            (folder / "values.json").write_text(json.dumps(values))
+            numerics = {"cpu": {"model": "CPU A"}, "mode": "portable"}
+            (folder / "numerics.json").write_text(json.dumps(numerics))
+
+
+def test_each_run_is_judged_and_each_faults_shift_is_paired_by_seed(tmp_path, judged_with):
+    """A fault whose runs are the control's with loss_start raised: caught by loss_start
+    alone, with an exact interval; its paired shift is the raise on the law's scale, the
+    other keys' 0; the control is caught by none."""
+    fitting, bands, model = judged_with
+    fault_runs(tmp_path, fitting, {"none": 0.0, "slow": 0.5})
+    table = judging.run_table(tmp_path, bands)
+    assert set(table[table["fault"] == "slow"]["failed"]) == {"loss_start"}
+    assert set(table[table["fault"] == "none"]["failed"]) == {""}
+    summary = judging.summary(table, fitting, bands, 0.611088).set_index("fault")
+    assert summary.loc["slow", "caught"] == 2 and summary.loc["none", "caught"] == 0
+    assert summary.loc["slow", "low"] > 0.15 and summary.loc["slow", "high"] == 1
+    control = table[table["fault"] == "none"].set_index("seed")
+    slow = table[table["fault"] == "slow"].set_index("seed")
+    law = model.laws["loss_start"]
+    expected = np.mean(
+        law.in_sds(validate.to_scale("loss_start", slow["loss_start"], 0.611088))
+        - law.in_sds(validate.to_scale("loss_start", control["loss_start"], 0.611088))
+    )
+    assert summary.loc["slow", "shift_sd_loss_start"] == pytest.approx(expected, rel=1e-9)
+    assert expected > 5 and summary.loc["slow", "shift_sd_loss_late"] == 0
+    assert summary.loc["slow", "predicted"] > 0.99 > 0.05 > summary.loc["none", "predicted"]
+    record = judging.power_record(tmp_path, "the command")
+    assert record["provenance"]["command"] == "the command" and record["runs"] == 4
+    assert record["machines"] == {"CPU A": 4} and record["numerics"] == {"portable": 4}
+
+
+def test_the_predicted_catch_is_the_moved_laws_exceedance(judged_with):
+    """One key moved by 3 SD: the predicted probability is its law's exact exceedance of
+    that band, plus at most what the other keys catch unmoved; a floor (an infinite shift)
+    is caught surely, an unmeasured key (NaN) left alone."""
+    _, bands, model = judged_with
+    z = np.random.default_rng(0).standard_normal((40_000, 5)) @ np.linalg.cholesky(
+        model.correlation).T  # fmt: skip
+    alone = judging.catch_probability(model, bands, {}, z, 0.611088)
+    found = judging.catch_probability(model, bands, {"loss_early": 3.0}, z, 0.611088)
+    law = model.laws["loss_early"].moved(3.0)
+    high = validate.to_scale("loss_early", [bands["loss_early"].high], 0.611088)[0]
+    exact = float(law.model.exceedance(high - law.shift, "high"))
+    se = np.sqrt(found * (1 - found) / len(z))
+    assert exact - 4 * se <= found <= exact + alone + 4 * se, (found, exact, alone)
+    assert judging.catch_probability(model, bands, {"loss_late": -math.inf}, z, 0.611088) == 1
+    assert judging.catch_probability(model, bands, {"misses": math.nan}, z, 0.611088) == alone
+
+
+def test_power_is_judged_only_when_every_registered_run_is_done(tmp_path, capsys):
+    """Power is judged once, on all of the faults and seeds registered in the plan
+    (config/golden/v4/faults.yaml): an unfinished run stops it with one line, and nothing is
+    written."""
+    faults, seeds = judging.registered_faults()
+    assert len(faults) >= 5 and len(seeds) >= 8 and judging.CONTROL in faults
+    for fault in faults:
+        for seed in seeds:
+            (tmp_path / fault / f"seed{seed}").mkdir(parents=True)
+    last = tmp_path / faults[-1] / f"seed{seeds[-1]}"
+    assert len(judging.missing_runs(tmp_path, faults, seeds)) == len(faults) * len(seeds)
+    for folder in tmp_path.glob("*/seed*"):
+        if folder != last:
+            (folder / "values.json").write_text("{}")
+    assert judging.missing_runs(tmp_path, faults, seeds) == [f"{faults[-1]}/seed{seeds[-1]}"]
+    out = tmp_path / "v4"
+    assert judging.main([str(tmp_path), "--out", str(out)]) == 1
+    assert f"{faults[-1]}/seed{seeds[-1]}" in capsys.readouterr().err
+    assert not out.exists()

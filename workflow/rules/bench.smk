@@ -50,7 +50,7 @@ rule bench_numerics:
 
 
 # The paper recipe trained with a fault in its code, for one seed; its values.json holds
-# what the golden check judges, and tools/golden.py counts how often the committed bands
+# what the golden check judges, and tools/golden/ counts how often the committed bands
 # FAIL each fault.
 rule golden_power:
     output:

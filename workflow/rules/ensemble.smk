@@ -9,7 +9,7 @@
 #   results/<run>/ensemble/             seeds.csv, ensemble.{csv,md}, loss_bands.csv,
 #                                       curves.csv, statistics.csv, figure_data.json
 #
-# Golden check v3's bands are fitted from such ensembles offline (tools/golden.py).
+# The golden check's bands are fitted from such ensembles offline (tools/golden/).
 
 
 ENSEMBLE = settings("ensemble")

@@ -2,7 +2,7 @@
 
 The plan is data (config/golden/v4/faults.yaml), read by the `power` rules, the harness that
 injects the faults (bench/golden_power.py) and the tool that judges the runs
-(tools/golden.py): none of them loads another's code to learn it.
+(tools/golden/power.py): none of them loads another's code to learn it.
 
 A fault is either a line saying what it breaks (v3's plan, still read: it is the record of
 v3's power runs) or a mapping {breaks: what it breaks, predicted: {key: the key expected to

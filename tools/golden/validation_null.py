@@ -2,7 +2,7 @@
 faulty one, with the null taken as a binomial at the nominal share and by the parametric
 bootstrap of validate.py.
 
-    python -m tools.golden_v4.validation_null report [--outer R] [--replicates B] [--seed S]
+    python -m tools.golden validation_null report [--outer R] [--replicates B] [--seed S]
 
 One outer simulation is one v4 validation from a known truth: 80 fitting seeds and 100
 held-out seeds drawn from it (the keys jointly, through the truth's copula), the bands made
@@ -15,7 +15,9 @@ exceedance over fits equals its share), so that a count's only departure from it
 the fitting ensemble's variation, which is what the binomial tests ignore. The misses' levels
 are calibrated at the truth once (misses.calibrate) and held in every outer simulation, as
 the bootstrap holds the fitting data's; misses_null_check measures what holding them changes
-in the misses' null counts against recalibrating every replicate.
+in the misses' null counts against recalibrating every replicate. The record,
+validation_null.md, was written by this simulation at commit 5e7df53, when lam was sought on
+a grid in lam per window (the same fit wherever lam-hat stays off that grid's edges).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ import pandas as pd
 from scipy import optimize
 
 from tcrformer.stats.binary import exact_binomial_interval
+from tcrformer.training import judged
 
-from tools import golden
-from tools.golden_v4 import misses, validate, windows
+from tools.golden import laws, misses, records, scale, validate
 
-REPORT = windows.OUT / "validation_null.md"
+REPORT = records.SIMULATION / "validation_null.md"
 OUTER, REPLICATES = 2000, 999  # the report's outer simulations and bootstrap replicates
 MISSES_CHECK = (300, 200)  # the misses' check: runs, and calibration draws in each
 CALIBRATION_FITS = 8000  # fits per key and band where a multiplier is calibrated
@@ -45,20 +47,22 @@ FAULTS = (("loss_late", 0.5), ("loss_late", 1.0))  # held-out loss_late moved up
 
 def design_fitting() -> dict[str, np.ndarray]:
     """v3's fitting seeds with every key (64..143, 80 seeds), on the keys' scales."""
-    table = pd.read_csv(golden.FOLDER / "fitting.csv").dropna(subset=list(windows.WINDOWS))
-    return {key: validate.to_scale(key, table[key].to_numpy(float)) for key in validate.KEYS}
+    table = pd.read_csv(records.ROOT / "config/golden/v3/fitting.csv")
+    table = table.dropna(subset=list(judged.WINDOWS))
+    floor = records.recipe_inputs()[1]
+    return {key: validate.to_scale(key, table[key].to_numpy(float), floor) for key in validate.KEYS}
 
 
 # Multipliers and levels calibrated at a model ------------------------------------------------
 
 
-def multiplier(model: windows.Model, fit: windows.ScaleFit, side: str, share: float) -> float:
+def multiplier(model: laws.Model, fit: scale.ScaleFit, side: str, share: float) -> float:
     """The k at which the fits' mean exact exceedance under the model equals the share."""
 
     def excess(k: float) -> float:
         return float(model.exceedance(fit.bound(k, side), side).mean()) - share
 
-    return optimize.brentq(excess, *windows.MULTIPLIER_RANGE, xtol=1e-6)
+    return optimize.brentq(excess, *laws.MULTIPLIER_RANGE, xtol=1e-6)
 
 
 def calibrated_multipliers(key, models, method: validate.Method, fits: int, rng) -> dict:
@@ -68,11 +72,10 @@ def calibrated_multipliers(key, models, method: validate.Method, fits: int, rng)
     found = {band: [] for band in validate.BANDS}
     for model in models:
         t = model.draw((fits, validate.FITTING_SEEDS), rng)
-        fit = (
-            windows.fixed_fit(t, None)
-            if model.lam is None
-            else windows.refit(t, method.grids[key], truncated=False)
-        )
+        if model.lam is None:
+            fit = scale.fixed_fit(t, None)
+        else:
+            fit = scale.refit_relative(t, method.grid)
         for band in validate.BANDS:
             share = method.share(band)
             found[band].append([multiplier(model, fit, side, share) for side in ("low", "high")])
@@ -81,7 +84,7 @@ def calibrated_multipliers(key, models, method: validate.Method, fits: int, rng)
 
 def calibrated_table(models: dict, method: validate.Method, fits: int, seed: int) -> dict:
     """The multipliers table (validate.MULTIPLIERS' shape) calibrated over each key's models
-    (key -> list of windows.Model)."""
+    (key -> list of laws.Model)."""
     rng = np.random.default_rng(seed)
     per_key = {
         key: calibrated_multipliers(key, found, method, fits, rng) for key, found in models.items()
@@ -98,14 +101,6 @@ def truth_levels(law: validate.Count, method: validate.Method, draws: int, rng) 
         )
         found[band] = float(g[0])
     return found
-
-
-def placeholder_table(fits: int = 4000, seed: int = 1) -> dict:
-    """validate.MULTIPLIERS' placeholders: each band's multipliers over windows.key_models at
-    v3's moments (the lambda range; the anti-diagonal normal and skewed)."""
-    data = windows.design_data()
-    models = {key: windows.key_models(key, data[key])[0] for key in windows.KEYS}
-    return calibrated_table(models, validate.Method(), fits, seed)
 
 
 # The simulation ------------------------------------------------------------------------------
@@ -212,10 +207,10 @@ def report(outer: int, replicates: int, seed: int, command: str) -> str:
         faults.append(f"{title}\n\n{table_of(found, fewer)}")
     check = misses_null_check(setup, *MISSES_CHECK, seed + 5)
     cost = validation_cost(setup, seed + 6)
-    prov = golden.provenance(command)
+    prov = records.provenance(command)
     sections = [
         "# Golden check v4: the held-out validation's tests under the null",
-        f"Written by `{command}` (tools/golden_v4/validation_null.py) at commit "
+        f"Written by `{command}` (tools/golden/validation_null.py) at commit "
         f"{prov['commit']} (dirty {prov['dirty']}), {prov['date']}; "
         f"{time.process_time() - started:.0f} CPU s in all (process time, one core).",
         *__doc__.split("\n\n")[2:4],
@@ -307,7 +302,7 @@ def validation_cost(setup: Setup, seed: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.golden_v4.validation_null",
+        prog="python -m tools.golden validation_null",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -319,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--out", type=Path, default=REPORT)
     args = parser.parse_args(argv)
     command = (
-        f"python -m tools.golden_v4.validation_null report --outer {args.outer} "
+        f"python -m tools.golden validation_null report --outer {args.outer} "
         f"--replicates {args.replicates} --seed {args.seed}"
     )
     text = report(args.outer, args.replicates, args.seed, command)

@@ -1,10 +1,18 @@
-"""Golden check v4's held-out validation: counts beyond bands, judged against a parametric
-bootstrap of the whole procedure.
+"""The held-out validation: counts beyond bands, judged against a parametric bootstrap of the
+whole procedure.
+
+    python -m tools.golden validate HELDOUT [--replicates B] [--seed S] [--out FOLDER]
+
+HELDOUT: the held-out ensemble's folder (results/<run>/ensemble) or its statistics table. The
+fitting seeds' statistics and the committed bands are FOLDER's fitting.csv and bands.yaml
+(config/golden/v4/, written by `fit`); the record goes to FOLDER/validation.yaml, the held-out
+statistics to FOLDER/heldout/.
 
 The held-out seeds, registered with the design (config/golden/v4/design.md), are judged once,
 after the method is frozen. Three bands of the frozen method are made on the 80 fitting seeds,
 at a per-side share each: the committed band (the golden file's budget over the 9 one-sided
-tests), the 5 %-family band (0.05 / 9) and the 5 % per-side band (the body of each model).
+tests), the 5 %-family band (0.05 / 9) and the 5 % per-side band (the body of each model),
+as frozen.fit_bands makes them.
 
 Why a bootstrap. A band is one draw of a random band: its rate given the fit varies from fit
 to fit (the guarantee is marginal over fitting ensembles), so the count of 100 held-out seeds
@@ -14,7 +22,8 @@ distribution here is instead that of the whole procedure under a fitted model:
 
     the model   every key's law fitted on the fitting seeds, as the method's guarantee states
                 it: a loss window a truncated Box-Cox normal at lam-hat by the untruncated
-                likelihood (the method's own lam), mean and SD on that scale; the
+                likelihood on the relative grid (the method's own lam), mean and SD on that
+                scale; the
                 anti-diagonal normal on logit(a); the misses beta-binomial by maximum
                 likelihood. The keys are drawn jointly through a Gaussian copula whose
                 correlation is that of the fitting seeds' normal scores (ranks, so a
@@ -23,9 +32,10 @@ distribution here is instead that of the whole procedure under a fitted model:
                 count's null must have that variance, not an independent sum's.
     a replicate draw 80 fitting seeds from the model, make the three bands exactly as the
                 method does (lam refitted on the same grid, the same multipliers; the
-                misses refitted, their calibrated levels held at the fitting data's: the
-                nested calibration costs about 1.5 CPU s a band and replicate), draw 100
-                held-out seeds, count per side the seeds beyond each band.
+                misses refitted; the anti-diagonal's multipliers and the misses' calibrated
+                levels held at the fitting data's: their nested calibrations cost seconds a
+                band and replicate), draw 100 held-out seeds, count per side the seeds
+                beyond each band.
 
 REPLICATES of them at validation (a few seconds: the refits are vectorised). A p-value is the
 bootstrap's upper tail with the +1 correction, (1 + #{null >= observed}) / (1 + B).
@@ -50,21 +60,25 @@ same seeds out), a window mean at or below the floor lies beyond its lower side.
 
 from __future__ import annotations
 
+import argparse
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import linalg, special, stats
 
 from tcrformer.stats.binary import exact_binomial_interval
 from tcrformer.stats.holm import holm, holm_levels
 from tcrformer.training import judged
 
-from tools import golden
-from tools.golden_v4 import misses, windows
+from tools.golden import laws, misses, records, scale
+from tools.golden import method as frozen
 
-KEYS = (*windows.WINDOWS, "antidiagonal", "misses")
+KEYS = (*judged.WINDOWS, "antidiagonal", "misses")
 
 
 def sides_of(keys) -> list[tuple[str, str]]:
@@ -75,75 +89,74 @@ def sides_of(keys) -> list[tuple[str, str]]:
 
 SIDES = sides_of(KEYS)
 TESTS = len(SIDES)  # 9, the golden file's budget's split
-LEVEL = 0.05  # the 5 %-family and 5 % per-side bands' level
+LEVEL = frozen.LEVEL  # the 5 %-family and 5 % per-side bands' level
 PRIMARY_LEVEL = 0.025  # each primary test's: the validation's false FAIL at most 5 %
 BINOMIAL_LEVEL = 0.05  # the binomial readings' (descriptive)
 REPLICATES = 9999  # bootstrap replicates at validation
-BANDS = ("committed", "family", "per_side")
-FITTING_SEEDS, HELDOUT_SEEDS = windows.N_FIT, 100
+BANDS = frozen.BANDS
+FITTING_SEEDS, HELDOUT_SEEDS = frozen.N_FIT, 100
 
-# The method's multipliers, per band and key: (k_low, k_high) of m -+ k s sqrt(1 + 1/n) on the
-# key's scale. Placeholders until the recalibration at the v4 fitting data's moments: the
-# committed band's are Cu's (calibration.csv, the largest over the lambda range); the others
-# calibrated the same way at v3's moments (validation_null.placeholder_table: windows.key_models,
-# 4,000 fits a model; its committed row agrees with calibration.csv's to 0.02). Every caller
-# reads them from here.
-MULTIPLIERS = {
-    "committed": {
-        "loss_start": (3.5489, 3.4407),
-        "loss_early": (3.5571, 3.3602),
-        "loss_late": (3.5366, 3.3637),
-        "antidiagonal": (3.7102, 3.1608),
-    },
-    "family": {
-        "loss_start": (2.728, 2.690),
-        "loss_early": (2.716, 2.664),
-        "loss_late": (2.725, 2.672),
-        "antidiagonal": (2.992, 2.601),
-    },
-    "per_side": {
-        "loss_start": (1.693, 1.679),
-        "loss_early": (1.751, 1.673),
-        "loss_late": (1.733, 1.675),
-        "antidiagonal": (1.822, 1.667),
-    },
-}
+
+def default_multipliers() -> dict[str, dict[str, tuple[float, float]]]:
+    """Per band and key, (k_low, k_high): the windows' method.WINDOW_K; the anti-diagonal's
+    t at the margin on both sides (validate replaces it with the fitting data's, whose lower
+    side is calibrated at their skewness)."""
+    found = {}
+    for band in BANDS:
+        k = frozen.WINDOW_K[band]
+        t = float(stats.t.ppf(1 - frozen.MARGIN * frozen.share(band), FITTING_SEEDS - 1))
+        found[band] = {**{key: (k, k) for key in judged.WINDOWS}, "antidiagonal": (t, t)}
+    return found
 
 
 @dataclass(frozen=True)
 class Method:
-    """The frozen method as the bootstrap reruns it: the multipliers per band and key, lam's
-    fitting grid per window, the golden file's budget, the misses' calibration draws; the
-    keys judged (all of KEYS; fewer only in tests, the shares still the 9 sides')."""
+    """The frozen method as the bootstrap reruns it: the multipliers per band and key, the
+    relative grid lam sd(log x) is sought on, the golden file's budget, the misses'
+    calibration draws; the keys judged (all of KEYS; fewer only in tests, the shares still
+    the 9 sides')."""
 
     multipliers: Mapping[str, Mapping[str, tuple[float, float]]] = field(
-        default_factory=lambda: MULTIPLIERS
+        default_factory=default_multipliers
     )
-    grids: Mapping[str, np.ndarray] = field(default_factory=lambda: windows.FIT_GRID)
-    budget: float = windows.ALPHA
-    misses_draws: int = misses.CALIBRATION_DRAWS
+    grid: np.ndarray = field(default_factory=lambda: scale.RELATIVE_GRID)
+    budget: float = frozen.BUDGET
+    misses_draws: int = field(default_factory=lambda: frozen.MISSES_DRAWS)
     keys: tuple[str, ...] = KEYS
 
     def share(self, band: str) -> float:
         """A band's per-side share."""
-        return {"committed": self.budget / TESTS, "family": LEVEL / TESTS, "per_side": LEVEL}[band]
+        return frozen.share(band, self.budget)
 
 
 # The keys' scales -----------------------------------------------------------------------------
 
 
-def to_scale(key: str, values) -> np.ndarray:
+def to_scale(key: str, values, floor: float) -> np.ndarray:
     """A key's statistics on the scale its bands are made on: log(mean - floor) for a window
     (-inf at or below the floor), logit(a) for the anti-diagonal, the count for the misses."""
     x = np.asarray(values, float)
     if key == "antidiagonal":
-        return golden.logit(x)
+        return scale.logit(x)
     if key == "misses":
         return x
     t = np.where(np.isnan(x), np.nan, -np.inf)
-    above = x > windows.FLOOR
-    t[above] = np.log(x[above] - windows.FLOOR)
+    above = x > floor
+    t[above] = np.log(x[above] - floor)
     return t
+
+
+def from_scale(key: str, t, floor: float) -> np.ndarray:
+    """to_scale's inverse: a key's values in its units from its scale."""
+    t = np.asarray(t, float)
+    if key == "antidiagonal":
+        return special.expit(t)
+    return t if key == "misses" else floor + np.exp(t)
+
+
+def columns_on_scale(table: pd.DataFrame, floor: float, keys=KEYS) -> dict[str, np.ndarray]:
+    """A statistics table's keys on their scales (key -> (seeds,))."""
+    return {key: to_scale(key, table[key].to_numpy(float), floor) for key in keys}
 
 
 def beyond(values: np.ndarray, bound: np.ndarray, side: str) -> np.ndarray:
@@ -182,8 +195,8 @@ def misses_tail(x: np.ndarray, chunk: int = 2000) -> np.ndarray:
 
 def key_bands(key: str, t: np.ndarray, method: Method, levels: Mapping[str, float]) -> dict:
     """One key's three bands on its scale per fitting ensemble: band -> (low (E,), high (E,)).
-    t: (E, n). A window: lam-hat by the untruncated likelihood on the method's grid, then
-    m -+ k s sqrt(1 + 1/n) (windows.bounds); the anti-diagonal the same on logit(a); the
+    t: (E, n). A window: lam-hat by the untruncated likelihood on the relative grid, then
+    m -+ k s sqrt(1 + 1/n) (scale.ScaleFit.bounds); the anti-diagonal the same on logit(a); the
     misses the plug-in at each band's level on the refit."""
     if key == "misses":
         tail = misses_tail(t)
@@ -192,10 +205,10 @@ def key_bands(key: str, t: np.ndarray, method: Method, levels: Mapping[str, floa
             band: (no_low, misses.plug_in_bound_each(tail, levels[band] * each)) for band in BANDS
         }
     if key == "antidiagonal":
-        fit = windows.fixed_fit(t, None)
+        fit = scale.fixed_fit(t, None)
     else:
-        fit = windows.refit(t, method.grids[key], truncated=False)
-    return {band: windows.bounds(fit, *method.multipliers[band][key]) for band in BANDS}
+        fit = scale.refit_relative(t, method.grid)
+    return {band: fit.bounds(*method.multipliers[band][key]) for band in BANDS}
 
 
 def side_counts(bands: dict, heldout: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -231,26 +244,22 @@ def tally(fitting, heldout, method: Method, levels) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class Scale:
-    """A continuous key's law: windows.Model on its scale, t = shift + the model's t."""
+    """A continuous key's law: laws.Model on its scale, t = shift + the model's t."""
 
-    model: windows.Model
+    model: laws.Model
     shift: float = 0.0
 
     def quantile(self, z: np.ndarray) -> np.ndarray:
         """t at the normal deviate z (increasing in z): the truncated law's quantile."""
-        m = self.model
-        low, high = (float(v) for v in m.reach())
-        if np.isfinite(low):
-            e = m.isf_log(special.log_ndtr(-z) + m.logsf(low))
-        else:
-            e = m.ppf_log(special.log_ndtr(z) + m.logcdf(high))
-        y = m.mu + m.sigma * e
-        t = y if m.lam is None else windows.box_cox_inverse_log(y, m.lam)
-        return self.shift + np.clip(t, -700, 700)
+        return self.shift + self.model.quantile(z)
 
     def moved(self, sds: float) -> Scale:
         """The law moved by `sds` of its SDs on its scale (a fault)."""
-        return replace(self, model=replace(self.model, mu=self.model.mu + sds * self.model.sigma))
+        return replace(self, model=self.model.moved(sds))
+
+    def in_sds(self, t: np.ndarray) -> np.ndarray:
+        """Values in t on the law's scale, in its SDs from its centre mu."""
+        return self.model.to_e(np.asarray(t, float) - self.shift)
 
     def describe(self) -> dict:
         m = self.model
@@ -270,11 +279,19 @@ class Count:
         tail = misses.survival(self.n, self.mu, self.phi)[0]
         return np.searchsorted(-tail, -special.ndtr(-z), side="left").astype(float)
 
-    def moved(self, sds: float) -> Count:
-        """mu scaled so that the mean count moves by `sds` of its SDs."""
+    @property
+    def sd(self) -> float:
         n, mu, rho = self.n, self.mu, float(misses.rho_of(self.phi))
-        sd = math.sqrt(n * mu * (1 - mu) * (1 + (n - 1) * rho))
-        return replace(self, mu=mu + sds * sd / n)
+        return math.sqrt(n * mu * (1 - mu) * (1 + (n - 1) * rho))
+
+    def moved(self, sds: float) -> Count:
+        """mu moved so that the mean count moves by `sds` of its SDs (kept in (0, 1))."""
+        mu = self.mu + sds * self.sd / self.n
+        return replace(self, mu=min(max(mu, 1e-12), 1 - 1e-12))
+
+    def in_sds(self, x: np.ndarray) -> np.ndarray:
+        """Counts in the law's SDs from its mean."""
+        return (np.asarray(x, float) - self.n * self.mu) / self.sd
 
     def describe(self) -> dict:
         return {"mu": self.mu, "phi": self.phi, "rho": float(misses.rho_of(self.phi))}
@@ -328,9 +345,9 @@ def fit_law(key: str, t: np.ndarray, method: Method) -> Scale | Count:
         fit = misses.fit_ml(t.astype(int)[None, :], misses.N)
         return Count(float(fit.mu[0]), float(fit.phi[0]))
     if key == "antidiagonal":
-        return Scale(windows.Model(lam=None, mu=float(t.mean()), sigma=float(t.std(ddof=1))))
-    lam = float(windows.refit(t[None, :], method.grids[key], truncated=False).lam[0])
-    return Scale(windows.design_models(t, [lam])[0], float(t.mean()))
+        return Scale(laws.Model(lam=None, mu=float(t.mean()), sigma=float(t.std(ddof=1))))
+    lam = float(scale.refit_relative(t[None, :], method.grid).lam[0])
+    return Scale(laws.moment_models(t, [lam])[0], float(t.mean()))
 
 
 def fit_generating(fitting: Mapping[str, np.ndarray], method: Method) -> Generating:
@@ -356,10 +373,16 @@ def null_tallies(
     parts = []
     for start in range(0, replicates, chunk):
         size = min(chunk, replicates - start)
-        fitting = masked(model.draw(FITTING_SEEDS, size, rng), keep["fitting"])
-        heldout = masked(model.draw(HELDOUT_SEEDS, size, rng), keep["heldout"])
+        fitting = masked(model.draw(seeds_of(keep["fitting"]), size, rng), keep["fitting"])
+        heldout = masked(model.draw(seeds_of(keep["heldout"]), size, rng), keep["heldout"])
         parts.append(tally(fitting, heldout, method, levels))
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def seeds_of(keep: Mapping[str, np.ndarray]) -> int:
+    """The seeds of an ensemble (the length of its keys' masks): the bootstrap draws as many
+    as were observed."""
+    return len(next(iter(keep.values())))
 
 
 def upper_p(observed, null: np.ndarray) -> np.ndarray:
@@ -502,7 +525,7 @@ def judge(fitting, heldout, method: Method, levels, replicates: int, rng) -> dic
             seen["committed"][0], null["committed"], seeds, share("committed"), sides
         ),
         "family_wise": {
-            **family_wise(fails, HELDOUT_SEEDS),
+            **family_wise(fails, seeds_of(keep["heldout"])),
             "null_mean": float(null["fails"].mean()),
             "p": float(upper_p(fails, null["fails"])),
         },
@@ -521,20 +544,32 @@ def judge(fitting, heldout, method: Method, levels, replicates: int, rng) -> dic
 def validate(
     fitting: Mapping[str, np.ndarray],
     heldout: Mapping[str, np.ndarray],
+    floor: float,
     method: Method | None = None,
     replicates: int = REPLICATES,
     seed: int = 0,
 ) -> dict:
     """The whole record. fitting, heldout: key -> the seeds' statistics as judged (window
     means in loss units, the anti-diagonal, the misses count; one array per key, seeds
-    aligned, NaN where a key is not judged). The misses' levels are calibrated on the fitting
-    seeds as the method calibrates them (misses_levels)."""
+    aligned, NaN where a key is not judged). The anti-diagonal's multipliers and the misses'
+    levels are calibrated on the fitting seeds as the method calibrates them."""
     method = method or Method()
-    fitting = {key: to_scale(key, fitting[key]) for key in method.keys}
-    heldout = {key: to_scale(key, heldout[key]) for key in method.keys}
+    if "antidiagonal" in method.keys:
+        anti = np.asarray(fitting["antidiagonal"], float)
+        anti = anti[np.isfinite(anti)]
+        table = {band: dict(keys) for band, keys in method.multipliers.items()}
+        for band in BANDS:
+            ks = frozen.antidiagonal_multipliers(anti, band, method.budget)
+            table[band]["antidiagonal"] = (ks["k_low"], ks["k_high"])
+        method = replace(method, multipliers=table)
+    fitting = {key: to_scale(key, fitting[key], floor) for key in method.keys}
+    heldout = {key: to_scale(key, heldout[key], floor) for key in method.keys}
     x = fitting["misses"]
     levels = misses_levels(x[np.isfinite(x)].astype(int), method, seed)
-    return judge(fitting, heldout, method, levels, replicates, np.random.default_rng(seed))
+    record = judge(fitting, heldout, method, levels, replicates, np.random.default_rng(seed))
+    record["multipliers"] = {band: {k: list(v) for k, v in keys.items()}
+                             for band, keys in method.multipliers.items()}  # fmt: skip
+    return record
 
 
 def location_tests(fitting: Mapping[str, np.ndarray], heldout: Mapping[str, np.ndarray]) -> dict:
@@ -549,3 +584,83 @@ def location_tests(fitting: Mapping[str, np.ndarray], heldout: Mapping[str, np.n
         shift = (b.mean() - a.mean()) / a.std(ddof=1)
         tests[key] = {"shift_sd": float(shift), "t": float(t.statistic), "p": float(t.pvalue)}
     return tests
+
+
+# The command ----------------------------------------------------------------------------------
+
+
+def committed_agrees(bands_path: Path, fitting: pd.DataFrame, floor: float) -> list[str]:
+    """The keys whose committed band is not what the method makes of the fitting seeds now
+    (the bands file was edited, or the method changed since the fit): none, or the
+    validation would judge bands that are not the method's."""
+    committed = records.read_bands(bands_path)
+    again = frozen.fit_bands(fitting, floor, bands=("committed",))["committed"]
+    differ = []
+    for key in judged.KEYS:
+        for side in ("low", "high"):
+            a, b = getattr(committed[key], side), again[key].get(side)
+            same = a is b or (None not in (a, b) and math.isclose(a, b, rel_tol=1e-5))
+            if not same:
+                differ.append(f"{key} {side}")
+    return differ
+
+
+def columns(table: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {key: table[key].to_numpy(float) for key in KEYS}
+
+
+def validate_command(
+    heldout: Path, folder: Path = records.FOLDER, replicates: int = REPLICATES, seed: int = 0
+) -> dict:
+    """Judge the held-out ensemble once: the primary tests, the committed bands' FAILs per
+    seed, the location tests; the record goes to folder/validation.yaml."""
+    _, floor, _ = records.recipe_inputs()
+    fitting = pd.read_csv(folder / "fitting.csv")
+    differ = committed_agrees(folder / "bands.yaml", fitting, floor)
+    if differ:
+        raise ValueError(f"{folder / 'bands.yaml'}: not the method's bands of fitting.csv "
+                         f"({', '.join(differ)}): fit again before validating")  # fmt: skip
+    statistics = records.read_statistics(heldout)
+    (folder / "heldout").mkdir(parents=True, exist_ok=True)
+    statistics.to_csv(folder / "heldout/statistics.csv", index=False)
+    if Path(heldout).is_dir():
+        pd.read_csv(Path(heldout) / "curves.csv").to_csv(folder / "heldout/curves.csv", index=False)
+    record = validate(columns(fitting), columns(statistics), floor, Method(), replicates, seed)
+    bands = records.read_bands(folder / "bands.yaml")
+    fails = {int(r["seed"]): records.judge(bands, r) for r in statistics.to_dict("records")}
+    failed = {seed: " ".join(keys) for seed, keys in fails.items() if keys}
+    command = f"python -m tools.golden validate {heldout} --replicates {replicates} --seed {seed}"
+    full = {
+        "provenance": records.provenance(command),
+        "decision": "FAIL" if record["fails"] else "PASS",
+        "committed_fails": {**family_wise(len(failed), len(fails)), "seeds_failed": failed},
+        **record,
+        "location": location_tests(columns(fitting), columns(statistics)),
+    }
+    records.write_yaml(folder / "validation.yaml", full)
+    return full
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.golden validate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("heldout", type=Path, help="the held-out ensemble folder or table")
+    parser.add_argument("--replicates", type=int, default=REPLICATES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=records.FOLDER, help="bands.yaml's folder")
+    args = parser.parse_args(argv)
+    record = validate_command(args.heldout, args.out, args.replicates, args.seed)
+    pooled, sides = record["pooled"], record["per_side"]
+    print(f"pooled: {pooled['beyond']} beyond the 5 %-family bands, p {pooled['p']:.4f}")
+    for row in sides:
+        print(f"{row['key']} {row['side']}: {row['beyond']} beyond 5 %, p {row['p']:.4f}")
+    print(f"committed bands: {record['committed_fails']['fail']} FAIL of "
+          f"{record['committed_fails']['seeds']}; validation {record['decision']}")  # fmt: skip
+    return 0 if record["decision"] == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,24 +1,29 @@
-"""Golden check v4's held-out validation (tools/golden_v4/validate.py): its bootstrap null
-redraws the whole procedure, so a correct method is rejected at most at each test's level,
-where the binomial reading over-rejects it; a shifted key is rejected; the bands it redraws
-are the method's, and its draws have the fitted laws and copula."""
+"""The held-out validation (tools/golden/validate.py): its bootstrap null redraws the whole
+procedure, so a correct method is rejected at most at each test's level, where the binomial
+reading over-rejects it; a shifted key is rejected; the bands it redraws are the method's, and
+its draws have the fitted laws and copula; the command judges an ensemble against the
+committed bands and refuses bands that are not the method's."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
+import yaml
 from scipy import special
 
-from tools.golden_v4 import misses, validate, windows
-from tools.golden_v4 import validation_null as simulation
+from conftest import ROOT
+from tools.golden import fit, method, misses, records, scale, validate
+from tools.golden import validation_null as simulation
 
 # The coverage simulation: three correlated keys (two windows, lambda refitted, and the
 # anti-diagonal; six sides), at v3's moments with a copula correlation of 0.6 between every
-# pair; lam fitted on a coarser grid than the method's to keep it fast.
+# pair; lam sd(log x) fitted on a coarser grid than the method's to keep it fast.
 KEYS = ("loss_early", "loss_late", "antidiagonal")
-COARSE = {key: np.arange(-10.0, 40.5, 1.0) for key in windows.WINDOWS}
+COARSE = np.linspace(-4.0, 4.0, 81)
+FLOOR = 0.611088
 CORRELATION = 0.6
 OUTER, REPLICATES = 300, 250  # 250: the smallest Holm level over six, 0.025 / 6, is reachable
 FAULT = ("loss_late", 1.5)
@@ -30,7 +35,7 @@ def equicorrelated(size: int, r: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def setup():
-    method = validate.Method(grids=COARSE, keys=KEYS)
+    method = validate.Method(grid=COARSE, keys=KEYS)
     fitted = validate.fit_generating(simulation.design_fitting(), method)
     truth = replace(fitted, correlation=equicorrelated(len(KEYS), CORRELATION))
     return simulation.Setup(truth, method, fits=2000, seed=5)
@@ -129,6 +134,14 @@ def test_a_moved_count_moves_its_mean_by_that_many_sds():
 def test_the_windows_and_antidiagonal_bands_are_the_methods(setup):
     rng = np.random.default_rng(3)
     t = setup.truth.draw(validate.FITTING_SEEDS, 4, rng)
+    for i in range(4):  # at the method's grid: method.window_band's
+        x = FLOOR + np.exp(t["loss_late"][i])
+        band = method.window_band(method.window_fit(x, FLOOR), FLOOR, 2.5)
+        full = replace(setup.method, grid=scale.RELATIVE_GRID, multipliers=ALL_K)
+        found = validate.key_bands("loss_late", t["loss_late"][i : i + 1], full, {})
+        low, high = found["committed"]
+        assert (FLOOR + np.exp(low[0]), FLOOR + np.exp(high[0])) == pytest.approx(
+            (band["low"], band["high"]), rel=1e-9)  # fmt: skip
     for key in KEYS:
         found = validate.key_bands(key, t[key], setup.method, {})
         for band in validate.BANDS:
@@ -136,12 +149,15 @@ def test_the_windows_and_antidiagonal_bands_are_the_methods(setup):
             if key == "antidiagonal":
                 low, high = found[band]
                 for i in range(4):
-                    expected = windows.antidiagonal_band(special.expit(t[key][i]), k)
+                    expected = method.antidiagonal_band(special.expit(t[key][i]), *k)
                     assert special.expit(low[i]) == pytest.approx(expected["low"])
                     assert special.expit(high[i]) == pytest.approx(expected["high"])
             else:
-                fit = windows.refit(t[key], COARSE[key], truncated=False)
-                np.testing.assert_array_equal(found[band], windows.bounds(fit, *k))
+                fit = scale.refit_relative(t[key], COARSE)
+                np.testing.assert_array_equal(found[band], fit.bounds(*k))
+
+
+ALL_K = {band: {key: (2.5, 2.5) for key in KEYS} for band in validate.BANDS}
 
 
 def test_the_misses_band_is_the_methods_calibrated_bound():
@@ -167,32 +183,70 @@ def test_the_bootstrap_p_counts_ties_and_adds_one():
 # The record -------------------------------------------------------------------------------------
 
 
-def test_a_whole_validation_reads_the_statistics_in_their_units():
-    """v3's 80 fitting seeds and 100 held-out seeds drawn from their fitted model, the
-    statistics in their units: a record of the 9 sides, and a window at the floor is beyond
-    its lower side."""
-    method = validate.Method(misses_draws=60)
-    fitting = simulation.design_fitting()
-    model = validate.fit_generating(fitting, method)
-    drawn = model.draw(validate.HELDOUT_SEEDS, 1, np.random.default_rng(5))
-    heldout = {key: _units(key, drawn[key][0]) for key in validate.KEYS}
-    heldout["loss_late"][0] = windows.FLOOR - 0.01
-    fitting = {key: _units(key, fitting[key]) for key in validate.KEYS}
-    record = validate.validate(fitting, heldout, method, replicates=200, seed=1)
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory):
+    """A folder as `fit` leaves it, from v3's 80 fitting seeds (the calibrations cut down)."""
+    folder = tmp_path_factory.mktemp("v4")
+    table = pd.read_csv(ROOT / "config/golden/v3/fitting.csv")
+    table = table[table["seed"] >= 64].drop(columns="source")
+    table.to_csv(folder / "statistics.csv", index=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(method, "SKEW_ENSEMBLES", 4000)
+        patch.setattr(method, "MISSES_DRAWS", 60)
+        fit.fit_command(folder / "statistics.csv", folder)
+    return folder
+
+
+def heldout_table(folder, seed: int = 5) -> pd.DataFrame:
+    """100 held-out seeds drawn from the model fitted on the folder's fitting seeds, in the
+    statistics' units."""
+    fitting = pd.read_csv(folder / "fitting.csv")
+    model = validate.fit_generating(validate.columns_on_scale(fitting, FLOOR), validate.Method())
+    drawn = model.draw(validate.HELDOUT_SEEDS, 1, np.random.default_rng(seed))
+    table = {key: validate.from_scale(key, drawn[key][0], FLOOR) for key in validate.KEYS}
+    return pd.DataFrame({"seed": np.arange(8100, 8200), **table})
+
+
+def test_the_command_judges_the_held_out_seeds_and_writes_its_record(committed, monkeypatch):
+    """Held-out seeds from the fitted model, one of them at the floor: a record of the 9
+    sides, that seed beyond loss_late's lower side and a FAIL of the committed bands, the
+    decision, the location tests and the provenance; the statistics are kept."""
+    monkeypatch.setattr(method, "SKEW_ENSEMBLES", 4000)
+    monkeypatch.setattr(method, "MISSES_DRAWS", 60)
+    table = heldout_table(committed)
+    table.loc[0, "loss_late"] = FLOOR - 0.01
+    table.to_csv(committed / "heldout.csv", index=False)
+    record = validate.validate_command(committed / "heldout.csv", committed, replicates=200)
     assert [(r["key"], r["side"]) for r in record["per_side"]] == validate.SIDES
     assert len(validate.SIDES) == validate.TESTS == 9
     late_low = [r for r in record["committed"] if r["key"] == "loss_late" and r["side"] == "low"]
     assert late_low[0]["beyond"] >= 1 and record["family_wise"]["fail"] >= 1
+    assert "loss_late" in record["committed_fails"]["seeds_failed"][8100]
     assert record["pooled"]["critical"] > record["pooled"]["null_mean"]
     assert record["fails"] == (
         record["pooled"]["rejects"] or any(r["rejects"] for r in record["per_side"])
     )
+    assert record["decision"] == ("FAIL" if record["fails"] else "PASS")
+    assert set(record["location"]) == set(validate.KEYS)
+    saved = yaml.safe_load((committed / "validation.yaml").read_text())
+    assert saved["provenance"]["command"].startswith("python -m tools.golden validate")
+    assert len(pd.read_csv(committed / "heldout/statistics.csv")) == 100
 
 
-def _units(key: str, t: np.ndarray) -> np.ndarray:
-    if key == "antidiagonal":
-        return special.expit(t)
-    return t if key == "misses" else windows.FLOOR + np.exp(t)
+def test_the_command_refuses_bands_that_are_not_the_methods(committed, tmp_path, monkeypatch):
+    monkeypatch.setattr(method, "SKEW_ENSEMBLES", 4000)
+    monkeypatch.setattr(method, "MISSES_DRAWS", 60)
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    for name in ("fitting.csv", "bands.yaml"):
+        (folder / name).write_text((committed / name).read_text())
+    bands = yaml.safe_load((folder / "bands.yaml").read_text())
+    bands["bands"][records.band_key("loss_early")]["high"] *= 1.01
+    (folder / "bands.yaml").write_text(yaml.safe_dump(bands))
+    heldout_table(committed).to_csv(tmp_path / "heldout.csv", index=False)
+    with pytest.raises(ValueError, match="loss_early high"):
+        validate.validate_command(tmp_path / "heldout.csv", folder, replicates=50)
+    assert not (folder / "validation.yaml").exists()
 
 
 def test_the_binomial_critical_count_is_the_smallest_with_an_exact_p_of_5_percent():

@@ -1,6 +1,5 @@
-"""Golden check v4's upper bound on the misses: held-out strings wrong of n = 1,000.
-
-    python -m tools.golden_v4.misses report [--draws B] [--fits K] [--inner B2]
+"""The misses' upper bound: held-out strings wrong of n = 1,000, a beta-binomial by maximum
+likelihood, its plug-in bound calibrated by a parametric bootstrap.
 
 The model. The misses X of a seed are beta-binomial(n, a, b). It is parametrised by the mean
 per string mu = a / (a + b) and the overdispersion phi = 1 / (a + b); the intra-seed
@@ -41,30 +40,20 @@ smallest is used and the shortfall is reported (`Bounds.attained`), not raised.
 
 What is guaranteed is the mean exceedance over fitting ensembles. One committed bound's own
 exceedance (the conditional rate) varies from fit to fit; `conditional_rates` simulates its
-spread from a generating model.
+spread from a generating model. Its record on v3's data (misses_v3data.md, with v3's method of
+moments beside it) was written by the report verb this module had at commit 540c0a5.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import math
-import subprocess
-import sys
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import special, stats
 from scipy.optimize import elementwise
 
-ROOT = Path(__file__).resolve().parents[2]
-V3 = ROOT / "config/golden/v3"
-REPORT = ROOT / "config/golden/v4/simulation/misses_v3data.md"
 N = 1000  # held-out strings per seed (the recipe's eval_n)
 SHARE = 0.01 / 9  # one one-sided test's share of the golden file's 1 %
 LEVELS = np.geomspace(1, 1e-4, 161)  # nominal levels tried, as a fraction of the share
@@ -540,165 +529,6 @@ def spread(exceed, share: float = SHARE) -> dict[str, float]:
     }
 
 
-# The report on v3's data ---------------------------------------------------------------------
-
-
 def full_log_likelihood(x, n: int, mu: float, phi: float) -> float:
     """sum_i log P(x_i), the binomial coefficients included."""
     return float(log_pmf(n, mu, phi)[0][np.asarray(x, int)].sum())
-
-
-def moments_fit(x, n: int) -> tuple[float, float]:
-    """(mu, phi) of v3's method of moments (tools.golden.fit_beta_binomial)."""
-    from tools import golden
-
-    a, b = golden.fit_beta_binomial(np.asarray(x, float), n)
-    return a / (a + b), 1 / (a + b)
-
-
-def committed_design_data() -> tuple[pd.DataFrame, dict]:
-    fitting = pd.read_csv(V3 / "fitting.csv")
-    band = yaml.safe_load((V3 / "bands.yaml").read_text())["bands"]["reversal.curve.misses"]
-    return fitting, band
-
-
-def data_sets(fitting: pd.DataFrame) -> dict[str, np.ndarray]:
-    """v3's misses: the 80 seeds of one era (64..143) and all 144."""
-    return {
-        "seeds 64..143 (m = 80)": fitting.loc[fitting["seed"] >= 64, "misses"].to_numpy(int),
-        "all 144 (m = 144)": fitting["misses"].to_numpy(int),
-    }
-
-
-def report(draws: int, fits: int, inner: int, seed: int = 0) -> str:
-    """The markdown record: per data set the fits and bounds, then the conditional rate's
-    spread simulated from the ML fit and from rho's heavy end."""
-    fitting, band = committed_design_data()
-    started, columns, rates, found = time.process_time(), {}, [], {}
-    for name, x in data_sets(fitting).items():
-        found[name] = misses_bound(x, N, SHARE, draws, seed)
-        columns[name] = bound_rows(x, found[name], draws, seed)
-        models = {"ML fit": found[name]["rho"], "heavy end": found[name]["rho_interval"][1]}
-        rows = spread_rows(found[name]["mu"], models, len(x), fits, inner, seed)
-        rates += [{"data": name, **row} for row in rows]
-    (short, m_short), (full, _) = ((k, len(x)) for k, x in data_sets(fitting).items())
-    models = {"ML fit of all 144": found[full]["rho"]}
-    rows = spread_rows(found[full]["mu"], models, m_short, fits, inner, seed)
-    rates += [{"data": f"m = {m_short}, from all 144", **row} for row in rows]
-    head = [f"- {k}: {v}" for k, v in provenance(draws, fits, inner, seed).items()]
-    return "\n".join(
-        [
-            "# Golden v4's misses bound on v3's data",
-            "",
-            *head,
-            f"- CPU: {time.process_time() - started:.0f} s",
-            "",
-            f"v3's committed band, for comparison: high {band['high']} (method of moments, "
-            f"m = {band['n']}, a {band['a']:.4g}, b {band['b']:.6g}, nominal level "
-            f"{band['nominal_level']:.3g}). The share per test is 0.01 / 9 = {SHARE:.6g}; "
-            "log-likelihoods include the binomial coefficients.",
-            "",
-            "## Fits and bounds",
-            "",
-            pd.DataFrame(columns).to_markdown(),
-            "",
-            "## The conditional rate",
-            "",
-            f"{fits} fitting ensembles of the data set's size drawn from each generating model "
-            "(mu at the ML fit; the last rows: ensembles of 80 drawn from the ML fit of all 144, "
-            f"v3's design data), each put through the procedure with {inner} calibration draws "
-            "per calibration. Per fit the rate is its bound's exact exceedance under the "
-            "generating model, as a ratio to the share: mean (with its Monte-Carlo SE), "
-            "percentiles, share of fits above 3x. Rows: the bound used, the bound calibrated "
-            "at the fit alone, and the plug-in at the share (no calibration).",
-            "",
-            pd.DataFrame(rates).to_markdown(index=False, floatfmt=".3g"),
-            "",
-        ]
-    )
-
-
-def bound_rows(x, found: dict, draws: int, seed: int) -> dict[str, object]:
-    """One data set's column of the report: moments beside ML, rho's interval, the bound
-    at each calibration, the bound used, and v3's method on the same seeds."""
-    from tools import golden
-
-    mu_m, phi_m = moments_fit(x, N)
-    phi, heavy = phi_of(found["rho"]), phi_of(found["rho_interval"][1])
-    tail = [survival(N, found["mu"], p)[0][found["high"]] / SHARE for p in (phi, heavy)]
-    return {
-        "moments: mu, rho": f"{mu_m:.6f}, {rho_of(phi_m):.6f}",
-        "moments: log-likelihood": f"{full_log_likelihood(x, N, mu_m, phi_m):.3f}",
-        "ML: mu, rho": f"{found['mu']:.6f}, {found['rho']:.6f}",
-        "ML: a, b": f"{found['a']:.4g}, {found['b']:.5g}",
-        "ML: log-likelihood": f"{full_log_likelihood(x, N, found['mu'], phi):.3f}",
-        "rho: 95 % profile interval": "{:.6f} .. {:.6f}".format(*found["rho_interval"]),
-        "plug-in at the share (uncalibrated)": found["c_nominal"],
-        "calibrated at the fit: g / share, bound": f"{found['g_fit'] / SHARE:.3f}, "
-        f"{found['c_fit']}",
-        "calibrated at rho's heavy end: g / share, bound": f"{found['g_heavy'] / SHARE:.3f}, "
-        f"{found['c_heavy']}",
-        "bound used": found["high"],
-        "calibrations reached the share": found["attained"],
-        "P(X > bound used) / share, at the fit and the heavy end": f"{tail[0]:.2f}, {tail[1]:.2f}",
-        f"v3's method (moments, {draws} draws) on these seeds": golden.misses_band(
-            np.asarray(x, float), N, SHARE, draws
-        )["high"],
-    }
-
-
-def spread_rows(mu: float, models: dict, m: int, fits: int, inner: int, seed: int) -> list[dict]:
-    """The conditional rate's spread for the bound used, the fit-only calibration and the
-    uncalibrated plug-in, simulated from (mu, rho) for each named rho of `models`."""
-    rows = []
-    for label, rho in models.items():
-        rates = conditional_rates(mu, phi_of(rho), m, fits, inner, N, SHARE, seed + 1)
-        low, high = np.percentile(rates["c"], [5, 95])
-        for bound in ("used", "fit", "nominal"):
-            rows.append(
-                {
-                    "generating": f"{label}, rho {rho:.6f}",
-                    "bound": bound,
-                    **spread(rates[f"exceed_{bound}"]),
-                    "bound used, 5-95 %": f"{low:.0f}-{high:.0f}",
-                }
-            )
-    return rows
-
-
-def provenance(draws: int, fits: int, inner: int, seed: int) -> dict[str, str]:
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
-
-    dirty = bool(git("status", "--porcelain", "tools").strip())
-    return {
-        "command": f"python -m tools.golden_v4.misses report --draws {draws} --fits {fits} "
-        f"--inner {inner} --seed {seed}",
-        "commit": git("rev-parse", "HEAD").strip() + (" (tools/ modified)" if dirty else ""),
-        "date": datetime.date.today().isoformat(),
-    }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden_v4.misses",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    verbs = parser.add_subparsers(dest="verb", required=True)
-    run = verbs.add_parser("report", help=f"the bound on v3's data, written to {REPORT.name}")
-    run.add_argument("--draws", type=int, default=CALIBRATION_DRAWS, help="calibration draws")
-    run.add_argument("--fits", type=int, default=600, help="fits simulated for the spread")
-    run.add_argument("--inner", type=int, default=300, help="calibration draws inside them")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", type=Path, default=REPORT)
-    args = parser.parse_args(argv)
-    text = report(args.draws, args.fits, args.inner, args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
