@@ -20,7 +20,7 @@ from tools import claims_pilot as pilot
 from tools import claims_power as power
 
 SETTINGS = pilot.pilot_settings()
-LEVEL = 0.05 / 7
+LEVEL = pilot.ALPHA / pilot.EXPERIMENTS  # the plan's worst Holm step
 
 
 def used_seeds() -> set[int]:
