@@ -27,6 +27,7 @@ CLAIMS = yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text(
 SETTINGS = Settings.from_config({**default_config(), **CLAIMS})
 PLAN = yaml.safe_load((ROOT / POWER_PLAN).read_text())
 OFF = "smoothing_generalisation"  # its fake verdict differs from its registered prediction
+FELL = "dropout"  # its fake exact test fell to Monte Carlo
 
 
 def run_seeds(claim) -> int:
@@ -42,6 +43,8 @@ def effect(claim):
         holm_high=0.3, margin=claim.test["margin"], direction=claim.test["direction"],
         p_value=0.01, method="lattice", monte_carlo_error=0.0, secondary="t-test",
         secondary_p=0.02, disagree=False, seeds=(n - 1, n),
+        fallback="heldout_fraction: Monte Carlo where counts give an exact test"
+        if claim.id == FELL else "",
     )  # fmt: skip
 
 
@@ -88,6 +91,16 @@ def test_the_markdown_marks_a_verdict_other_than_its_prediction(table):
     assert f"ran {len(SETTINGS.seeds)} seeds," not in text
     older = claims_markdown(table, replace(SETTINGS, version=3), {})
     assert "(claims version 3)" in older.splitlines()[0]
+
+
+def test_an_exact_test_that_fell_to_monte_carlo_is_said_in_the_table_and_the_markdown(table):
+    rows = table.set_index("id")
+    assert rows.loc[FELL, "exact_fallback"].startswith("heldout_fraction: Monte Carlo")
+    assert set(table.loc[table["exact_fallback"] != "", "id"]) == {FELL}
+    said = [line for line in claims_markdown(table, SETTINGS, {}).splitlines()
+            if line.startswith("**Monte Carlo where an exact test was due:**")]  # fmt: skip
+    assert said == [f"**Monte Carlo where an exact test was due:** {FELL} "
+                    f"({rows.loc[FELL, 'exact_fallback']})."]  # fmt: skip
 
 
 def test_the_figures_count_each_arms_seeds(table):

@@ -25,6 +25,24 @@ without the remedy diverging at 0.75, none with it.
 
     python -m tools.claims_power --archive results/archive/claims_v2.tar.gz \
         --claims workflow/claims/config/claims.yaml --out workflow/claims/config/claims_power.yaml
+
+A pilot's spread (tools/claims_pilot.py) plans with three more pieces, here so that one
+module holds the plan's arithmetic:
+
+    planned_effect   the true effect an endpoint is planned for: twice its margin where the
+                     margin lies on the claim's side of zero (superiority: a gain above 0.01
+                     planned at 0.02, a gap narrowed by more than 0.01 at -0.02), zero where
+                     it does not (non-inferiority: pre_ln_warmup's log2 ratio below 0.5)
+    sd_upper         a pilot's sd raised to its one-sided upper confidence bound (chi-square,
+                     n - 1 degrees of freedom), so that a small pilot's luck does not
+                     under-plan: at 8 seeds and 80 %, 1.35 times the sd
+    verdicts_by_simulation
+                     the chance of each verdict for n seeds of endpoints drawn from a normal
+                     distribution (their means, sds and correlation), each tested by the
+                     t-test the sign-flip test approaches, joined as the protocol joins
+                     co-primary endpoints (SUPPORTED: every one shown on its side; NOT
+                     SUPPORTED: any one shown on the other, at level / k); with one endpoint,
+                     the single test. A registered prediction is these chances (forecast).
 """
 
 from __future__ import annotations
@@ -144,6 +162,87 @@ def binary_seeds_needed(margin: float, level: float) -> int:
         if binary_power(n, *BINARY_PLANNED, margin, level) >= POWER:
             return n
     return MAX_BINARY_SEEDS
+
+
+def planned_effect(margin: float, direction: str) -> float:
+    """The true effect an endpoint is planned for (the module's table)."""
+    side = 1.0 if direction == "greater" else -1.0
+    return 2 * margin if margin * side > 0 else 0.0
+
+
+def sd_upper(sd: float, n: int, confidence: float = 0.8) -> float:
+    """The one-sided upper confidence bound of a standard deviation estimated from n values
+    (normal data: (n - 1) s^2 / sigma^2 is chi-square with n - 1 degrees of freedom)."""
+    return sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - confidence, n - 1))
+
+
+SIMULATIONS = 20_000  # draws of a verdict simulation
+SIMULATION_SEED = 4501  # its generator
+
+
+def verdicts_by_simulation(
+    n: int,
+    endpoints: list[Mapping[str, float | str]],
+    corr: float,
+    level: float,
+    draws: int | None = None,
+    seed: int = SIMULATION_SEED,
+) -> dict[str, float]:
+    """{SUPPORTED, NOT SUPPORTED, INCONCLUSIVE: chance} for n seeds. Each endpoint is
+    {margin, direction, mean, sd}; with two, their d_s have correlation `corr`. Each is
+    tested by the one-sided t-test against its margin; SUPPORTED when every endpoint's
+    support p is at most `level` and the joint support p (their largest) is the smaller of
+    the two sides, NOT SUPPORTED when the joint refute p (the smallest times k) is at most
+    `level` and the smaller (protocol, "Co-primary endpoints")."""
+    from tcrclaims.kinds import INCONCLUSIVE, REFUTED, SUPPORTED
+
+    k = len(endpoints)
+    if k not in (1, 2):
+        raise ValueError(f"{k} endpoints: one or two")
+    rng, draws = np.random.default_rng(seed), draws or SIMULATIONS
+    cov = np.eye(k) if k == 1 else np.array([[1.0, corr], [corr, 1.0]])
+    z = rng.multivariate_normal(np.zeros(k), cov, size=(draws, n))  # (draws, n, k)
+    support = np.zeros((draws, k))
+    refute = np.zeros((draws, k))
+    for i, end in enumerate(endpoints):
+        d = float(end["mean"]) + float(end["sd"]) * z[..., i]
+        t = (d.mean(1) - float(end["margin"])) / (d.std(1, ddof=1) / math.sqrt(n))
+        upper, lower = stats.t.sf(t, n - 1), stats.t.cdf(t, n - 1)  # p(greater), p(less)
+        support[:, i], refute[:, i] = (upper, lower) if end["direction"] == "greater" else (
+            lower, upper)  # fmt: skip
+    p_support = support.max(1)
+    p_refute = np.minimum(1.0, k * refute.min(1))
+    supported = (p_support <= level) & (p_support <= p_refute)
+    refuted = (p_refute <= level) & (p_refute < p_support)
+    return {SUPPORTED: float(supported.mean()), REFUTED: float(refuted.mean()),
+            INCONCLUSIVE: float(1 - supported.mean() - refuted.mean())}  # fmt: skip
+
+
+def joint_seeds_needed(
+    endpoints: list[Mapping[str, float | str]], corrs: list[float], level: float
+) -> int:
+    """The fewest seeds (feasible) whose chance of SUPPORTED reaches POWER at every
+    correlation in `corrs` (the pilot's, and independence: the plan takes the worse), each
+    endpoint at its planned effect (`mean`); MAX_SEEDS when none up to it does. Doubling,
+    then bisection: the chance grows with the seeds."""
+    from tcrclaims.kinds import SUPPORTED
+
+    def powered(n: int) -> bool:
+        return all(verdicts_by_simulation(n, endpoints, c, level)[SUPPORTED] >= POWER
+                   for c in corrs)  # fmt: skip
+
+    low = max(2, feasible_seeds(level))
+    if powered(low):
+        return low
+    high = low
+    while not powered(high := min(2 * high, MAX_SEEDS)):
+        if high == MAX_SEEDS:
+            return MAX_SEEDS
+        low = high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if powered(middle) else (middle, high)
+    return high
 
 
 def by_design(claim: Mapping[str, Any]) -> bool:

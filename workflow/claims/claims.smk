@@ -62,6 +62,7 @@ rule train_claim_arm:
         evaluation=lambda wc: CLAIMS.recipe(wc.arm, int(wc.seed)).params(),
         extras=lambda wc: CLAIMS.extras_of(wc.arm),
         beam_width=CLAIMS.beam_width,
+        excess_strings=lambda wc: CLAIMS.excess_strings_of(wc.arm),
         checkpoints=lambda wc: result(
             "claims", f"{JOB_FOLDER.format(arm=wc.arm, seed=wc.seed)}/checkpoints"
         ),
@@ -186,6 +187,12 @@ for figure in CLAIMS_FIGURES:
             drawn_from=figure.drawn_from(),  # the caption's list of what it reads
         script:
             "scripts/draw_figure.py"
+
+
+rule claims_arms:
+    """Target: every arm the claims read, each seed trained and evaluated (what a pilot reads)."""
+    input:
+        claim_files("metrics.json", CLAIMS.tested_arms()),
 
 
 rule claims:

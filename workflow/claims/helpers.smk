@@ -24,15 +24,16 @@ def claim_recipe(wc):
     return CLAIMS.recipe(wc.arm, int(wc.seed)).training_params()
 
 
-def claim_jobs():
-    """(arm, seed) of every training job, each arm at the seeds its claims ask."""
-    return [(arm, seed) for arm in CLAIM_ARMS for seed in CLAIMS.seeds_of(arm)]
+def claim_jobs(arms=None):
+    """(arm, seed) of every training job, each arm at the seeds its claims ask (of `arms`,
+    default every arm the summary reads)."""
+    return [(arm, seed) for arm in (arms or CLAIM_ARMS) for seed in CLAIMS.seeds_of(arm)]
 
 
-def claim_files(name):
+def claim_files(name, arms=None):
     return [
         result("claims", f"{JOB_FOLDER.format(arm=arm, seed=seed)}/{name}")
-        for arm, seed in claim_jobs()
+        for arm, seed in claim_jobs(arms)
     ]
 
 

@@ -17,7 +17,7 @@ def main(smk):
     evaluation = Recipe.from_params(smk.params.evaluation)
     params = smk.params
     results = train_claim_arm(recipe, evaluation, params.checkpoints, numerics, params.extras,
-                              params.beam_width)  # fmt: skip
+                              params.beam_width, params.excess_strings)  # fmt: skip
     write_named(smk.output, results)
 
 

@@ -93,10 +93,12 @@ def train_claim_arm(
     numerics: dict,
     extras: Mapping[str, Sequence[int]] | None = None,
     beam_width: int = 1,
+    excess_strings: int | None = None,
 ) -> dict[str, Any]:
     """Train one arm's seed, then evaluate the weights as saved (`evaluation`: the recipe
-    with its evaluation fields). The weights are not kept: a job leaves only what the
-    summary reads."""
+    with its evaluation fields; `excess_strings`: the held-out strings of the excess, where
+    its claims name them). The weights are not kept: a job leaves only what the summary
+    reads."""
     from tcrformer.training.checkpoints import snapshot_path
     from tcrformer.training.loop import train
     from tcrformer.training.measures import snapshot_models
@@ -117,7 +119,7 @@ def train_claim_arm(
         write_csv(history_path, history)
         snapshots = dict(snapshot_models(recipe, checkpoints))
         evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras or {},
-                                       beam_width, snapshots)  # fmt: skip
+                                       beam_width, snapshots, excess_strings)  # fmt: skip
     for step in snapshots:  # measured: the job keeps only what the summary reads
         snapshot_path(checkpoints, recipe, step).unlink()
     return {
@@ -138,12 +140,14 @@ def evaluate_claim_arm(
     extras: Mapping[str, Sequence[int]],
     beam_width: int,
     snapshots: Mapping[int, Any] | None = None,
+    excess_strings: int | None = None,
 ) -> dict[str, Any]:
     """Every metric a claim reads of this arm and seed: what every arm gets, then the
     `extras` its claims need, each at its snapshot steps (metrics.EXTRAS: beam search,
     residue attribution, the step-0 signal scales, the excess over the floor, attention's
     entropy), then each registered metric they allow. `snapshots`: step -> the model as
-    training kept it then (training.measures.snapshot_models)."""
+    training kept it then (training.measures.snapshot_models); `excess_strings`: the held-out
+    strings the excess is measured on (None: training.measures.EXCESS_STRINGS)."""
     from tcrformer.training.measures import heldout
     from tcrformer.training.model import load_model
 
@@ -151,7 +155,8 @@ def evaluate_claim_arm(
     history = read_csv(history_path)
     kept = dict(snapshots or {})
     e = metrics.ArmEvaluation(model, recipe, *heldout(recipe), history, beam_width, kept,
-                              {"arm_architecture": architecture})  # fmt: skip
+                              {"arm_architecture": architecture},
+                              excess_strings=excess_strings)  # fmt: skip
     common_evaluation(e)
     for extra, steps in extras.items():
         metrics.EXTRAS[extra](e, steps)
@@ -162,20 +167,25 @@ def evaluate_claim_arm(
 
 def common_evaluation(e: metrics.ArmEvaluation) -> None:
     """What every arm's evaluation measures: held-out exact, the loss curve's numbers,
-    calibration, and on a fixed training set the train minus held-out gap."""
+    calibration, and on a fixed training set the train minus held-out gap. Exact reversals
+    are integer counts, the strings right of those evaluated (metrics.COUNTED); each
+    fraction beside them is the one divided by the other, in double precision."""
     from tcrformer.training import measures
 
-    correct = measures.exact_rows(e.model, e.src, e.tgt)
+    right, total = metrics.count_of(measures.exact_rows(e.model, e.src, e.tgt))
     e.numbers.update(
-        heldout_exact=int(correct.sum()),
-        heldout_fraction=float(correct.float().mean()),
+        heldout_exact=right,
+        heldout_total=total,
+        heldout_fraction=right / total,
         **measures.curve_metrics(e.history, floor=e.floor, stress_step=e.recipe.stress_step),
         **measures.calibration(e.model, e.src, e.tgt),
     )
     train_strings = measures.training_strings(e.recipe)
     if train_strings is not None:
-        fraction = float(measures.exact_rows(e.model, *train_strings).float().mean())
-        e.numbers.update(train_fraction=fraction, gap=fraction - e.numbers["heldout_fraction"])
+        trained, strings = metrics.count_of(measures.exact_rows(e.model, *train_strings))
+        e.numbers.update(train_exact=trained, train_total=strings,
+                         train_fraction=trained / strings,
+                         gap=trained / strings - right / total)  # fmt: skip
 
 
 def finite_or_none(value: Any) -> Any:

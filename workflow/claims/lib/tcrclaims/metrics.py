@@ -30,7 +30,18 @@ definition is written once:
 
 A by-step metric (log2_excess) has the value {step: number} over the snapshots the arm's
 claims name, and the claim that tests it reads it at its own `snapshots` (Metric.at_steps,
-the rule verdicts.AT_STEPS applies: log2 of the mean over them).
+the rule verdicts.AT_STEPS applies: log2 of the mean over them). The excess is measured on
+the first `excess_strings` held-out strings its claims name (default 200, EXCESS_STRINGS of
+training.measures; more than eval_n: a held-out set of that many from the arm's eval_seed),
+and also on the first EXCESS_PREFIXES of them (excess_by_prefix), for a pilot to compare.
+
+Fractions of strings are counts: every arm records held-out exact as integers, the strings
+right and the strings evaluated (heldout_exact of heldout_total), and on a fixed training set
+the same of its training strings (train_exact of train_total); the fractions beside them
+(heldout_fraction, train_fraction, gap) are those counts divided. A claim reads a counted
+metric (COUNTED, COUNTED_DIFFERENCES) from its counts, so its per-seed differences are counts
+out of a known N and take the exact test (protocol, "Counts"); float32 fractions, as runs
+before the counts stored them, are off that lattice.
 
 A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
 extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
@@ -56,6 +67,47 @@ REPLACEMENTS = 3  # occlusions per residue (attribution.importance)
 
 
 GREEDY_ROOM = (0.2, 0.9)  # greedy exact fraction of a seed's snapshot with room for beam
+EXCESS_PREFIXES = (200, 500, 1000, 2000)  # leading strings the excess is also measured on
+
+# A counted fraction: the metric -> the record's keys of its count and of the strings counted.
+COUNTED = {
+    "heldout_fraction": ("heldout_exact", "heldout_total"),
+    "train_fraction": ("train_exact", "train_total"),
+}
+# A difference of counted fractions: the metric -> (the fraction, the one subtracted).
+COUNTED_DIFFERENCES = {"gap": ("train_fraction", "heldout_fraction")}
+
+
+def count_of(correct) -> tuple[int, int]:
+    """(strings right, strings counted) of a (B,) bool tensor, as Python integers: a fraction
+    of strings is kept as its count, never as a float."""
+    return int(correct.sum()), int(correct.numel())
+
+
+def counted_value(record, metric: str) -> tuple[float, int] | None:
+    """A counted metric's value from a record's integer counts, and the N its value is a count
+    out of (a difference: the least common multiple of both); None where the record has no
+    counts for it (written before they were stored). A count that is not an integer raises;
+    a missing one (None) gives NaN."""
+    if metric in COUNTED_DIFFERENCES:
+        parts = [counted_value(record, name) for name in COUNTED_DIFFERENCES[metric]]
+        if any(part is None for part in parts):
+            return None
+        (a, n_a), (b, n_b) = parts
+        return a - b, math.lcm(n_a, n_b)
+    count_key, total_key = COUNTED[metric]
+    if total_key not in record:
+        return None
+    count, total = record.get(count_key), record[total_key]
+    for key, value in ((count_key, count), (total_key, total)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(
+                f"{metric}: {key} is {value!r}, not an integer count of strings (a fraction "
+                "stored as a float cannot take the exact test)"
+            )
+    if total is None or total < 1 or (count is not None and not 0 <= count <= total):
+        raise ValueError(f"{metric}: {count_key} {count!r} of {total_key} {total!r}")
+    return (math.nan if count is None else count / total), total
 
 
 def room_step(greedy_exact, room: tuple[float, float] = GREEDY_ROOM) -> int | None:
@@ -83,6 +135,18 @@ class ArmEvaluation:
     snapshots: dict[int, Any] = field(default_factory=dict)  # step -> the weights kept then
     numbers: dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, Any] = field(default_factory=dict)
+    excess_strings: int | None = None  # held-out strings of the excess (None: EXCESS_STRINGS)
+
+    def heldout_strings(self, n: int):
+        """The first n held-out strings and targets: the evaluation's own, or where it has
+        fewer, a held-out set of n drawn from the recipe's eval_seed (shared by the arms of
+        a seed, as the evaluation's are)."""
+        if n <= self.src.size(0):
+            return self.src[:n], self.tgt[:n]
+        from tcrformer.training.data import heldout_set
+
+        r = self.recipe
+        return heldout_set(n, r.min_len, r.max_len, r.eval_seed)
 
     @property
     def floor(self) -> float:
@@ -112,8 +176,8 @@ def beam(e: ArmEvaluation, steps: Sequence[int]) -> None:
     from tcrformer.training import measures
 
     models = at_steps(e, steps)
-    greedy = {s: float(measures.exact_rows(m, e.src, e.tgt).float().mean())
-              for s, m in models.items()}  # fmt: skip
+    counts = {s: count_of(measures.exact_rows(m, e.src, e.tgt)) for s, m in models.items()}
+    greedy = {s: right / total for s, (right, total) in counts.items()}
     step = room_step(greedy)
     e.numbers.update(greedy_by_step=greedy, beam_step=step)
     if step is not None:
@@ -141,15 +205,24 @@ def init(e: ArmEvaluation, _steps: Sequence[int]) -> None:
 
 
 def excess(e: ArmEvaluation, steps: Sequence[int]) -> None:
-    """The eval-mode excess over the floor at each step, on the first EXCESS_STRINGS
-    held-out strings."""
+    """The eval-mode excess over the floor at each step, on the first `excess_strings`
+    held-out strings (EXCESS_STRINGS unless the arm's claims name more), and on the first
+    EXCESS_PREFIXES of them where those are fewer (excess_by_prefix: {strings: {step: x}})."""
     from tcrformer.training import measures
 
-    src, tgt = e.src[: measures.EXCESS_STRINGS], e.tgt[: measures.EXCESS_STRINGS]
-    e.numbers["excess_by_step"] = {
-        step: measures.eval_excess(model, src, tgt, e.recipe.label_smoothing)
-        for step, model in at_steps(e, steps).items()
-    }
+    n = e.excess_strings or measures.EXCESS_STRINGS
+    src, tgt = e.heldout_strings(n)
+    models = at_steps(e, steps)
+
+    def measured(k: int) -> dict[int, float]:
+        return {step: measures.eval_excess(model, src[:k], tgt[:k], e.recipe.label_smoothing)
+                for step, model in models.items()}  # fmt: skip
+
+    e.numbers["excess_by_step"] = measured(n)
+    e.numbers["excess_strings"] = n
+    prefixes = [k for k in EXCESS_PREFIXES if k < n]
+    if prefixes:
+        e.numbers["excess_by_prefix"] = {k: measured(k) for k in prefixes}
 
 
 def entropy(e: ArmEvaluation, _steps: Sequence[int]) -> None:

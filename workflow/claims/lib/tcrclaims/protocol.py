@@ -22,6 +22,22 @@ stopping step's), so the interval excludes the margin exactly when Holm rejects.
 
 A seed whose value is missing (NaN, a run that left no number) in any arm leaves the pairs,
 and the effect counts it (`seeds`: used, run); an infinite value stops the test.
+
+Counts. A fraction of strings (held-out exact, training exact, their gap) is measured as
+integer counts, so its d_s are counts out of a known N (`lattice`): its sign-flip null is
+exact at any number of seeds, and a d_s off that lattice raises (stats.sign_flip). A
+counted metric read from a record without its counts (an archive written before they were
+stored) has only its fraction: where its null then falls to Monte Carlo, the effect says so
+(`fallback`), and the table shows it.
+
+Co-primary endpoints. A claim may name further endpoints beside its metric (`co_primary`:
+the change in the train minus held-out gap beside the held-out gain), each tested against
+its own margin on the same seeds. The claim is SUPPORTED only if every endpoint is (an
+intersection-union test: p_support is the largest of theirs, valid at the level with no
+adjustment); it is NOT SUPPORTED if any endpoint is shown on the other side of its margin
+(a union: p_refute is the smallest of theirs times their count, Bonferroni, which is Holm's
+first step over them). The joint p-values are exact where each endpoint's is, and the
+smaller of the two enters the family as any claim's does (`joint`).
 """
 
 from __future__ import annotations
@@ -110,6 +126,11 @@ class Effect(Sides):
     holm_low: float = math.nan  # the interval at the claim's Holm level
     holm_high: float = math.nan
     holm_level: float = math.nan  # that interval's confidence
+    metric: str = ""  # what the d_s are of, where the claim says
+    lattice: int | None = None  # the N the d_s are counts out of, when known from counts
+    fallback: str = ""  # why an exact test expected here ran as Monte Carlo, if it did
+    secondary_sides: tuple[float, float] = (math.nan, math.nan)  # its (support, refute)
+    endpoints: tuple[Effect, ...] = ()  # a joint effect's endpoints, the primary first
 
     @property
     def side(self) -> str:
@@ -122,21 +143,34 @@ def _used(all_d: np.ndarray) -> np.ndarray:
     return all_d[~np.isnan(all_d)]
 
 
-def interval(name: str, d: np.ndarray, confidence: float) -> tuple[float, float]:
-    """The interval of effect `name` by inverting its test, at `confidence`."""
+def interval(name: str, d: np.ndarray, confidence: float,
+             lattice: int | None = None) -> tuple[float, float]:  # fmt: skip
+    """The interval of effect `name` by inverting its test, at `confidence` (`lattice`: the
+    N the d_s are counts out of, as the test was built)."""
     if name in BINARY:
         return paired_binary_interval(*paired_binary_counts(d, name), confidence)
-    return sign_flip_null(d, name).interval(confidence)
+    return sign_flip_null(d, name, lattice=lattice).interval(confidence)
 
 
-def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: str) -> Effect:
+def effect(
+    name: str,
+    samples: Sequence[np.ndarray],
+    margin: float,
+    direction: str,
+    metric: str = "",
+    lattice: int | None = None,
+    counted: bool = False,
+) -> Effect:
     """The effect `name` of the arms' per-seed values, its interval and its two one-sided
-    p-values against the margin in `direction`."""
+    p-values against the margin in `direction`. `lattice`: the N the d_s are counts out of,
+    known from the counts (the sign-flip test is then exact, or raises); `counted`: the
+    metric is a counted fraction whose counts this record lacks (a Monte Carlo null is then
+    a fallback, recorded)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
     all_d = per_seed_values(name, samples)
     d = _used(all_d)
-    common = dict(name=name, margin=margin, direction=direction,
+    common = dict(name=name, margin=margin, direction=direction, metric=metric,
                   seeds=(int(d.size), int(all_d.size)), per_seed=tuple(all_d.tolist()))  # fmt: skip
     if d.size < 2:
         return Effect(1.0, 1.0, estimate=math.nan, low=math.nan, high=math.nan, **common)
@@ -145,11 +179,47 @@ def effect(name: str, samples: Sequence[np.ndarray], margin: float, direction: s
         return Effect(t.p_support, t.p_refute, estimate=t.estimate, low=t.low, high=t.high,
                       method=t.method, secondary="McNemar (margin 0)", secondary_p=t.mcnemar_p,
                       **common)  # fmt: skip
-    t = continuous_test(d, margin, direction, CONFIDENCE, name)
+    t = continuous_test(d, margin, direction, CONFIDENCE, metric or name, lattice)
     t_side = t.t_support if t.p_support <= t.p_refute else t.t_refute
+    fallback = ""
+    if t.method == "monte_carlo" and counted:
+        fallback = (f"{metric or name}: Monte Carlo where counts give an exact test (the "
+                    f"records hold fractions without their counts, {t.reason})")  # fmt: skip
     return Effect(t.p_support, t.p_refute, estimate=t.estimate, low=t.low, high=t.high,
                   method=t.method, monte_carlo_error=t.monte_carlo_error, secondary="t-test",
-                  secondary_p=t_side, **common)  # fmt: skip
+                  secondary_p=t_side, lattice=lattice, fallback=fallback,
+                  secondary_sides=(t.t_support, t.t_refute), **common)  # fmt: skip
+
+
+def _joined(p_support: Sequence[float], p_refute: Sequence[float]) -> tuple[float, float]:
+    """The joint (support, refute) p-values of k endpoints: every one shown on its side
+    (intersection-union: the largest), or any one shown on the other (Bonferroni: the
+    smallest times k, at most 1)."""
+    if any(math.isnan(p) for p in (*p_support, *p_refute)):
+        return math.nan, math.nan
+    return max(p_support), min(1.0, len(p_refute) * min(p_refute))
+
+
+def joint(endpoints: Sequence[Effect]) -> Effect:
+    """One claim's effect over its endpoints (the primary first, then its co-primary
+    endpoints, all on the same seeds): the primary's estimate, interval and seeds, and the
+    joint p-values (_joined); each endpoint kept (`endpoints`). One endpoint is itself."""
+    if len(endpoints) == 1:
+        return endpoints[0]
+    primary = endpoints[0]
+    support, refute = _joined([e.p_support for e in endpoints], [e.p_refute for e in endpoints])
+    t_support, t_refute = _joined([e.secondary_sides[0] for e in endpoints],
+                                  [e.secondary_sides[1] for e in endpoints])  # fmt: skip
+    methods = " + ".join(dict.fromkeys(e.method for e in endpoints if e.method))
+    return replace(
+        primary, p_support=support, p_refute=refute, method=methods,
+        monte_carlo_error=max(e.monte_carlo_error for e in endpoints),
+        secondary_p=t_support if support <= refute else t_refute,
+        secondary_sides=(t_support, t_refute),
+        fallback="; ".join(e.fallback for e in endpoints if e.fallback),
+        seeds=(min(e.seeds[0] for e in endpoints), primary.seeds[1]),
+        endpoints=tuple(endpoints),
+    )  # fmt: skip
 
 
 # The family -------------------------------------------------------------------------------------
@@ -178,17 +248,23 @@ def decide(effects: Mapping[str, Effect], alpha: float) -> tuple[dict[str, str],
     }
     adjusted = {}
     for claim_id, level in zip(ids, holm_levels(p_values, alpha), strict=True):
-        found = effects[claim_id]
-        d = _used(np.asarray(found.per_seed, float))
-        low = high = math.nan
-        if d.size >= 2:
-            low, high = interval(found.name, d, 1 - 2 * level)
+        found = _at_level(effects[claim_id], level)
+        ends = tuple(_at_level(e, level) for e in found.endpoints)
         adjusted[claim_id] = replace(
-            found, holm_low=low, holm_high=high, holm_level=1 - 2 * level,
+            found, endpoints=ends,
             disagree=found.name not in BINARY
             and disagree(found.p_value, found.secondary_p, level),
         )  # fmt: skip
     return verdicts, adjusted
+
+
+def _at_level(found: Effect, level: float) -> Effect:
+    """The effect with its interval at a Holm level (confidence 1 - 2 level)."""
+    d = _used(np.asarray(found.per_seed, float))
+    low = high = math.nan
+    if d.size >= 2:
+        low, high = interval(found.name, d, 1 - 2 * level, found.lattice)
+    return replace(found, holm_low=low, holm_high=high, holm_level=1 - 2 * level)
 
 
 def effect_text(found: Effect) -> str:
@@ -206,8 +282,14 @@ def effect_text(found: Effect) -> str:
     if found.secondary and not math.isnan(found.secondary_p):
         differs = ", differs at the Holm level" if found.disagree else ""
         beside = f"; {found.secondary} p {found.secondary_p:.2g}{differs}"
-    return (
+    text = (
         f"{found.estimate:.4g} ({ci}{holm_part}; needs {where} {found.margin:g}; "
         f"p {found.p_value:.2g}, {found.method or 'no test'}{beside}; "
         f"seeds {found.seeds[0]}/{found.seeds[1]} paired)"
     )
+    if found.endpoints:
+        parts = "; ".join(f"{e.metric or e.name} {effect_text(e)}" for e in found.endpoints)
+        text += (f"; every endpoint must be shown on its side (joint p support "
+                 f"{found.p_support:.2g}, refute {found.p_refute:.2g}, Bonferroni over "
+                 f"{len(found.endpoints)}): {parts}")  # fmt: skip
+    return text

@@ -62,7 +62,9 @@ class Claim:
     def metrics(self) -> list[str]:
         """The per-arm metrics the claim tests, reports beside its test, or checks its
         situation with."""
-        named = (self.test.get("metric"), *self.test.get("report", ()),
+        named = (self.test.get("metric"),
+                 *(end.get("metric") for end in self.test.get("co_primary", ())),
+                 *self.test.get("report", ()),
                  *(check.get("metric") for check in self.precondition))  # fmt: skip
         return list(dict.fromkeys(m for m in named if m))
 
@@ -180,6 +182,7 @@ class Settings:
                     f"{where}.test.direction", claim.test.get("direction"),
                     f"must be one of {', '.join(DIRECTIONS)}",
                 )  # fmt: skip
+            self._check_endpoints(claim, where)
             self._check_seeds_and_steps(claim, where)
             for arm in claim.arms():
                 if arm not in self.arms:
@@ -197,6 +200,8 @@ class Settings:
             raise ConfigError("claims.check_seeds", list(self.check_seeds), problem)
         if "baseline" not in self.arms:
             raise ConfigError("claims.arms", sorted(self.arms), "needs a baseline arm")
+        for arm in self.arms:
+            self.excess_strings_of(arm)  # one count of strings an arm
 
     def _check_seeds_and_steps(self, claim: Claim, where: str) -> None:
         """A test's seed count is at least 2; a by-step metric needs the test's snapshots."""
@@ -212,6 +217,28 @@ class Settings:
             not isinstance(steps, list) or not all(isinstance(x, int) and x > 0 for x in steps)
         ):
             raise ConfigError(f"{where}.test.snapshots", steps, "a list of training steps")
+
+    def _check_endpoints(self, claim: Claim, where: str) -> None:
+        """A co-primary endpoint is a metric with a margin and a one-sided direction, on an
+        experiment's continuous test; `excess_strings`, a count of strings."""
+        ends = claim.test.get("co_primary")
+        if ends is not None:
+            problem = "a list of {metric, margin, direction (greater or less)}"
+            if claim.kind != "experiment" or claim.test.get("effect") == "paired_binary":
+                problem = "an experiment's continuous test only (not paired_binary)"
+                raise ConfigError(f"{where}.test.co_primary", ends, problem)
+            if not isinstance(ends, list) or not ends:
+                raise ConfigError(f"{where}.test.co_primary", ends, problem)
+            for end in ends:
+                if (not isinstance(end, dict) or set(end) != {"metric", "margin", "direction"}
+                        or end["direction"] not in ("greater", "less")
+                        or not isinstance(end["margin"], int | float)
+                        or isinstance(end["margin"], bool)):  # fmt: skip
+                    raise ConfigError(f"{where}.test.co_primary", end, problem)
+        strings = claim.test.get("excess_strings")
+        if strings is not None and (not isinstance(strings, int) or isinstance(strings, bool)
+                                    or strings < 1):  # fmt: skip
+            raise ConfigError(f"{where}.test.excess_strings", strings, "a count of strings")
 
     def recipe(self, arm: str, seed: int) -> Recipe:
         """The arm's recipe for one seed, named after the arm (its folder); with
@@ -232,9 +259,25 @@ class Settings:
 
     def used_arms(self) -> list[str]:
         """The arms some claim trains (a benchmark times its arms' recipes, and trains none),
-        in the order of claims.arms."""
-        used = {arm for c in self.claims if c.kind in TRAINED for arm in c.arms()} | {"baseline"}
+        and the baseline, in the order of claims.arms."""
+        used = {*self.tested_arms(), "baseline"}
         return [arm for arm in self.arms if arm in used]
+
+    def tested_arms(self) -> list[str]:
+        """The arms some claim trains and reads (the baseline only if one does), in the
+        order of claims.arms: what a pilot trains (target claims_arms)."""
+        read = {arm for c in self.claims if c.kind in TRAINED for arm in c.arms()}
+        return [arm for arm in self.arms if arm in read]
+
+    def excess_strings_of(self, arm: str) -> int | None:
+        """The held-out strings the arm's excess is measured on: the `excess_strings` its
+        claims' tests name (one count an arm), or None (training.measures.EXCESS_STRINGS)."""
+        named = {c.test["excess_strings"] for c in self.claims
+                 if arm in c.arms() and "excess_strings" in c.test}  # fmt: skip
+        if len(named) > 1:
+            problem = f"the claims reading arm {arm} name different counts"
+            raise ConfigError("claims.list[].test.excess_strings", sorted(named), problem)
+        return named.pop() if named else None
 
     def seeds_of(self, arm: str) -> tuple[int, ...]:
         """An arm that only checks read runs the check seeds; every other arm the leading

@@ -108,6 +108,7 @@ def table_rows(settings, decisions, registration, plan=None, code=None) -> list[
             "predicted": claim.predicted,
             "registered": registration_mark(claim, registration, settings.arms, code,
                                             settings.decision_context(claim)),
+            "exact_fallback": found.fallback if found else "",
         })  # fmt: skip
     return rows
 
@@ -192,6 +193,11 @@ def claims_markdown(table: pd.DataFrame, settings, registration: Mapping[str, An
     changed = table[table["registered"].isin([CHANGED, CODE_CHANGED])]
     if len(changed):
         lines += [f"**Changed after registration:** {', '.join(changed['id'])}.", ""]
+    fell = table[table["exact_fallback"].fillna("").astype(str) != ""]
+    if len(fell):
+        lines += ["**Monte Carlo where an exact test was due:** "
+                  + "; ".join(f"{r.id} ({r.exact_fallback})"
+                              for r in fell.itertuples(index=False)) + ".", ""]  # fmt: skip
     short = table[table["seeds"] < table["seeds_planned"]]
     if len(short):
         # the plan's path from the chapter's folder (workflow/claims/)

@@ -39,6 +39,7 @@ from tcrclaims.kinds import (
     VERDICTS,  # noqa: F401 (re-exported: what each kind of claim may be judged)
 )
 from tcrclaims.kinds import PRECONDITIONS as KIND_PRECONDITIONS
+from tcrclaims.metrics import COUNTED, COUNTED_DIFFERENCES, counted_value
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,23 @@ class Measurements:
 
     def values(self, arm: str, metric: str, seeds: Sequence[int] | None = None) -> np.ndarray:
         """One number per seed of the arm, in the order of `seeds` (default: the arm's own);
-        None (a diverged run's missing value) as NaN."""
+        None (a diverged run's missing value) as NaN. A counted fraction is read from its
+        integer counts where the record has them (metrics.counted_value)."""
         by_seed = dict(zip(self.seeds_of(arm), self.arms[arm], strict=True))
         chosen = self.seeds_of(arm) if seeds is None else seeds
-        return np.array(
-            [math.nan if by_seed[s].get(metric) is None else by_seed[s][metric] for s in chosen],
-            dtype=float,
-        )
+        return np.array([_value(by_seed[s], metric) for s in chosen], dtype=float)
+
+    def lattice(self, arm: str, metric: str, seeds: Sequence[int]) -> int | None:
+        """The N every seed's value of a counted metric is a count out of (the least common
+        multiple over the seeds), from the records' counts; None for a metric that is not
+        counted, or when a record lacks its counts."""
+        if metric not in COUNTED and metric not in COUNTED_DIFFERENCES:
+            return None
+        by_seed = dict(zip(self.seeds_of(arm), self.arms[arm], strict=True))
+        found = [counted_value(by_seed[s], metric) for s in seeds]
+        if not found or any(f is None for f in found):
+            return None
+        return math.lcm(*(n for _, n in found))
 
     def by_step(self, arm: str, metric: str, seeds: Sequence[int]) -> dict[int, np.ndarray]:
         """A by-step metric: {step: one number per seed of `seeds`} (None as NaN)."""
@@ -77,6 +88,16 @@ class Measurements:
         steps = sorted(set().union(*rows)) if rows else []
         return {step: np.array([math.nan if r.get(step) is None else r[step] for r in rows],
                                dtype=float) for step in steps}  # fmt: skip
+
+
+def _value(record: Mapping[str, Any], metric: str) -> float:
+    """A record's value of a metric: a counted one from its counts where it has them."""
+    if metric in COUNTED or metric in COUNTED_DIFFERENCES:
+        found = counted_value(record, metric)
+        if found is not None:
+            return found[0]
+    value = record.get(metric)
+    return math.nan if value is None else value
 
 
 def _spread(x: np.ndarray) -> str:
@@ -135,12 +156,47 @@ def per_seed(test: Mapping[str, Any], m: Measurements, role: str, seeds) -> np.n
 # Experiments: one number per seed, the arms paired by seed ------------------------------------
 
 
+def endpoints(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The test's endpoints, each {metric, margin, direction}: its own, then its
+    `co_primary` ones (protocol, "Co-primary endpoints"), tested on the same arms and seeds."""
+    own = {key: test[key] for key in ("metric", "margin", "direction")}
+    return [own, *(dict(end) for end in test.get("co_primary", ()))]
+
+
+def _role_lattice(test, m: Measurements, role: str, seeds) -> int | None:
+    """The N a role's per-seed values are counts out of: its arms' lattice, times their
+    number where several are averaged; None if any arm's is unknown."""
+    names = _names(test[role])
+    found = [m.lattice(arm, test["metric"], seeds) for arm in names]
+    if any(n is None for n in found):
+        return None
+    return len(names) * math.lcm(*found)
+
+
+def _lattice(test, m: Measurements, roles, seeds) -> int | None:
+    """The N the test's d_s are counts out of, when its metric is counted and every record
+    has its counts; a ratio of counts has none."""
+    if test["effect"] == "paired_relative" or not seeds:
+        return None
+    found = [_role_lattice(test, m, role, seeds) for role in roles]
+    return None if any(n is None for n in found) else math.lcm(*found)
+
+
 def experiment_effect(test: Mapping[str, Any], m: Measurements):
+    """The claim's effect (joint over its endpoints) and the primary endpoint's per-seed
+    values of each role."""
     roles = ("arm", "reference") if "reference" in test else ("arm",)
     seeds = shared_seeds(test, m)
-    samples = [per_seed(test, m, role, seeds) for role in roles]
-    found = protocol.effect(test["effect"], samples, test["margin"], test["direction"])
-    return found, samples
+    found, samples = [], None
+    for end in endpoints(test):
+        one = {**test, **end}
+        values = [per_seed(one, m, role, seeds) for role in roles]
+        counted = end["metric"] in COUNTED or end["metric"] in COUNTED_DIFFERENCES
+        found.append(protocol.effect(test["effect"], values, end["margin"], end["direction"],
+                                     end["metric"], _lattice(one, m, roles, seeds),
+                                     counted))  # fmt: skip
+        samples = values if samples is None else samples
+    return protocol.joint(found), samples
 
 
 def experiment_sentence(test: Mapping[str, Any], samples, found, m: Measurements) -> str:
@@ -149,9 +205,11 @@ def experiment_sentence(test: Mapping[str, Any], samples, found, m: Measurements
     text = f"{test['metric']} per seed: {' vs '.join(parts)}; effect {protocol.effect_text(found)}"
     arms = [a for r in ("arm", "reference") if r in test for a in _names(test[r])]
     seeds = shared_seeds(test, m)
-    for metric in test.get("report", ()):  # reported beside the test, never tested
+    beside = [(end["metric"], "co-primary") for end in endpoints(test)[1:]]
+    beside += [(metric, "reported") for metric in test.get("report", ())]  # never tested
+    for metric, role in beside:
         parts = "; ".join(f"{a} {_spread(arm_values(test, m, a, metric, seeds))}" for a in arms)
-        text += f"; {metric} (reported) {parts}"
+        text += f"; {metric} ({role}) {parts}"
     return text
 
 

@@ -24,6 +24,13 @@ The lattice N is found from the data (`lattice_of`: the least common denominator
 count on a lattice) count as ties, that is, as extreme. The interval is bisected to 2^-60
 of its search span, each step one look-up in the null (microseconds).
 
+Where the caller knows the d_s are counts out of N (`lattice`: held-out strings right, out
+of those evaluated), the null is exact at any n and never Monte Carlo: the d_s must lie on
+that lattice, and one off it raises (a fraction that lost its count on the way, as a
+float32 fraction does: 0.983 is 0.98299998 there, 2e-5 of a string off its lattice point
+at N = 1,000, beyond the 1e-6 tolerance). The null says why it was built as it was
+(`SignFlipNull.reason`).
+
 What the test estimates: the sign-flip test is exact when d_s - m is symmetric about 0
 under the null, so what it tests is the centre of symmetry of the d_s (their median, and
 their mean, when they are symmetric). Skewed d_s whose mean sits at the margin can reject
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -77,6 +84,7 @@ class SignFlipNull:
     scale: int = 1  # the lattice N (d_s = count / N); 1 off a lattice
     tolerance: float = 0.0  # ties, in units of the sums
     span: tuple[float, float] = (0.0, 0.0)  # min and max of the d_s
+    reason: str = ""  # why this method: what the data allowed (sign_flip_null)
 
     @property
     def lattice(self) -> int | None:
@@ -226,28 +234,68 @@ def monte_carlo_null(d: np.ndarray, resamples: int | None = None, seed: int = GE
                         span=(float(d.min()), float(d.max())))  # fmt: skip
 
 
-def sign_flip_null(d: Sequence[float], name: str = "d_s", method: str | None = None):
+def _cells(values: np.ndarray, scale: int | None) -> float:
+    """The size of the lattice's table: (seeds + 1) x (integer sums)."""
+    return (values.size + 1) * (np.abs(values).sum() * (scale or 0) + 1)
+
+
+def on_lattice(d: Sequence[float], lattice: int, name: str = "d_s") -> int:
+    """The smallest N' dividing `lattice` on which every d_s is a count; a value off the
+    lattice of N raises, naming it (a count lost on the way: a float32 fraction)."""
+    values = finite_values(d, name)
+    if not isinstance(lattice, int | np.integer) or isinstance(lattice, bool) or lattice < 1:
+        raise ValueError(f"{name}: lattice {lattice!r}: a count of strings, at least 1")
+    off = np.abs(values * lattice - np.round(values * lattice))
+    if off.max() > ON_LATTICE:
+        worst = int(off.argmax())
+        raise ValueError(
+            f"{name}: per-seed value {values[worst]!r} is not a count out of {lattice} (off "
+            f"by {off[worst] / lattice:.2g}): a fraction that lost its count, as a float32 "
+            "fraction does; the exact test needs the counts"
+        )
+    counts = np.round(values * lattice).astype(np.int64)
+    return lattice // math.gcd(lattice, *(int(abs(k)) for k in counts))
+
+
+def sign_flip_null(d: Sequence[float], name: str = "d_s", method: str | None = None,
+                   lattice: int | None = None) -> SignFlipNull:  # fmt: skip
     """The sign-flip null of `name`'s per-seed values, built the way the data allow:
     enumeration up to 20 seeds, else the lattice when the d_s are counts out of N, else
-    Monte Carlo. `method` forces one (the tests compare them)."""
+    Monte Carlo. `lattice`: the N the d_s are known to be counts out of; then they must lie
+    on it (else a ValueError) and the null is exact (enumeration or the lattice) or the
+    call raises: never Monte Carlo. `method` forces one (the tests compare them)."""
     values = finite_values(d, name)
-    scale = lattice_of(values)
-    cells = (values.size + 1) * (np.abs(values).sum() * (scale or 0) + 1)
+    if lattice is not None:
+        scale = on_lattice(values, lattice, name)
+        if method not in (None, "enumeration", "lattice"):
+            raise ValueError(f"{name}: counts out of {lattice} take an exact null, not {method}")
+        if values.size > ENUMERATE_UP_TO and _cells(values, scale) > MAX_CELLS:
+            raise ValueError(
+                f"{name}: the exact lattice table of {values.size} seeds (counts out of "
+                f"{scale}) has {_cells(values, scale):.3g} cells, over {MAX_CELLS:.3g}"
+            )
+    else:
+        scale = lattice_of(values)
     if method is None:
         if values.size <= ENUMERATE_UP_TO:
             method = "enumeration"
-        elif scale is not None and cells <= MAX_CELLS:
+        elif scale is not None and _cells(values, scale) <= MAX_CELLS:
             method = "lattice"
         else:
             method = "monte_carlo"
     if method == "enumeration":
-        return enumeration_null(values)
+        return replace(enumeration_null(values), reason=f"{values.size} seeds: all 2^n")
     if method == "lattice":
         if scale is None:
             raise ValueError(f"{name}: the per-seed values are not counts out of any N")
-        return lattice_null(values, scale)
+        return replace(lattice_null(values, scale), reason=f"counts out of {scale}")
     if method == "monte_carlo":
-        return monte_carlo_null(values)
+        why = (
+            f"not counts out of any N up to {MAX_DENOMINATOR}"
+            if scale is None
+            else f"the lattice table ({_cells(values, scale):.3g} cells) over {MAX_CELLS:.3g}"
+        )
+        return replace(monte_carlo_null(values), reason=why)
     raise ValueError(f"{name}: method {method!r}: enumeration, lattice or monte_carlo")
 
 
@@ -289,6 +337,7 @@ class ContinuousTest(Sides):
     t_refute: float
     seeds: int
     lattice: int | None = None
+    reason: str = ""  # why the null was built as it was (SignFlipNull.reason)
 
     def disagree(self, level: float) -> bool:
         """Whether the t-test differs from the sign-flip test on rejection at `level`, on
@@ -304,11 +353,13 @@ def continuous_test(
     direction: str,
     confidence: float = 0.95,
     name: str = "d_s",
+    lattice: int | None = None,
 ) -> ContinuousTest:
     """The sign-flip test of `name`'s d_s against `margin` in `direction` (greater, less or
-    equivalent), with its interval at `confidence` and the t-test beside it."""
+    equivalent), with its interval at `confidence` and the t-test beside it; `lattice`: the
+    N the d_s are counts out of, when known (sign_flip_null: then exact, or it raises)."""
     values = finite_values(d, name)
-    null = sign_flip_null(values, name)
+    null = sign_flip_null(values, name, lattice=lattice)
     support, refute = support_and_refute(null.p_value, margin, direction)
     t_support, t_refute = support_and_refute(
         lambda m, side: t_test_p(values, m, side, name), margin, direction
@@ -317,4 +368,5 @@ def continuous_test(
     return ContinuousTest(support, refute, name, direction, margin, float(values.mean()),
                           null.method, null.resamples,
                           null.monte_carlo_error(min(support, refute)), low, high, confidence,
-                          t_support, t_refute, values.size, null.lattice)  # fmt: skip
+                          t_support, t_refute, values.size, null.lattice,
+                          null.reason)  # fmt: skip
