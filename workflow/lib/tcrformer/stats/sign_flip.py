@@ -27,7 +27,7 @@ of its search span, each step one look-up in the null (microseconds).
 Where the caller knows the d_s are counts out of N (`lattice`: held-out strings right, out
 of those evaluated), the null is exact at any n and never Monte Carlo: the d_s must lie on
 that lattice, and one off it raises (a fraction that lost its count on the way, as a
-float32 fraction does: 0.983 is 0.98299998 there, 2e-5 of a string off its lattice point
+float32 fraction does: 0.917 is 0.91699999571 there, 4e-6 of a string off its lattice point
 at N = 1,000, beyond the 1e-6 tolerance). The null says why it was built as it was
 (`SignFlipNull.reason`).
 
