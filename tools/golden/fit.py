@@ -24,7 +24,6 @@ is raising golden_file.METHOD_VERSION to method.VERSION and pointing explainer_v
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
 import sys
@@ -199,11 +198,7 @@ def report(found: dict, record: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden fit",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = records.command_parser("fit", __doc__)
     parser.add_argument("fitting", type=Path, help="the fitting ensemble folder or table")
     parser.add_argument("--out", type=Path, default=records.FOLDER)
     args = parser.parse_args(argv)

@@ -25,7 +25,6 @@ Writes FOLDER/power_runs.csv (one row per run), power.csv (one row per fault), p
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -227,11 +226,7 @@ def power_command(runs: Path, folder: Path = records.FOLDER) -> pd.DataFrame | N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden power",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = records.command_parser("power", __doc__)
     parser.add_argument("runs", type=Path, help="the power runs' folder")
     parser.add_argument("--out", type=Path, default=records.FOLDER)
     args = parser.parse_args(argv)

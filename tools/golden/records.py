@@ -3,6 +3,7 @@ bands file, how a run is judged against it, and the provenance of every record."
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
@@ -156,3 +157,12 @@ def judge(bands: Mapping[str, golden_file.Band], statistics: Mapping[str, float]
         if not (math.isfinite(value) and bands[key].holds(value)):
             failed.append(key)
     return failed
+
+
+def command_parser(verb: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of `python -m tools.golden VERB`, its help the module's docstring."""
+    return argparse.ArgumentParser(
+        prog=f"python -m tools.golden {verb}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )

@@ -29,7 +29,6 @@ family.csv); then shape.md. The record in config/golden/v4/simulation/ names its
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import sys
@@ -620,11 +619,7 @@ def report(out: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden shape",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = records.command_parser("shape", __doc__)
     verbs = parser.add_subparsers(dest="verb", required=True)
     cal = verbs.add_parser("calibrate", help="k per side and band over the shapes, and K")
     cal.add_argument("--ensembles", type=int, default=CALIBRATION)

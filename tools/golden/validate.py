@@ -60,7 +60,6 @@ same seeds out), a window mean at or below the floor lies beyond its lower side.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -642,11 +641,7 @@ def validate_command(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden validate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = records.command_parser("validate", __doc__)
     parser.add_argument("heldout", type=Path, help="the held-out ensemble folder or table")
     parser.add_argument("--replicates", type=int, default=REPLICATES)
     parser.add_argument("--seed", type=int, default=0)

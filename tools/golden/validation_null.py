@@ -22,7 +22,6 @@ a grid in lam per window (the same fit wherever lam-hat stays off that grid's ed
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
@@ -301,11 +300,7 @@ def validation_cost(setup: Setup, seed: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.golden validation_null",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = records.command_parser("validation_null", __doc__)
     verbs = parser.add_subparsers(dest="verb", required=True)
     run = verbs.add_parser("report", help=f"the simulation, written to {REPORT.name}")
     run.add_argument("--outer", type=int, default=OUTER)
