@@ -27,7 +27,9 @@ def claim_recipe(wc):
 def claim_jobs(arms=None):
     """(arm, seed) of every training job, each arm at the seeds its claims ask (of `arms`,
     default every arm the summary reads)."""
-    return [(arm, seed) for arm in (arms or CLAIM_ARMS) for seed in CLAIMS.seeds_of(arm)]
+    return [
+        (arm, seed) for arm in (arms or CLAIM_ARMS) for seed in CLAIMS.seeds_of(arm)
+    ]
 
 
 def claim_files(name, arms=None):
