@@ -159,15 +159,22 @@ def test_the_attention_is_each_layers_heads_mean(impl):
         torch.testing.assert_close(mine[layer - 1], heads.double().mean(1))
 
 
-def test_row_spearman_is_scipys_with_constant_rows_left_out():
+def test_row_spearman_is_scipys_with_constant_and_nan_rows_left_out():
+    from scipy import stats
+
     rng = np.random.default_rng(0)
     x = rng.integers(0, 4, (200, 7)).astype(float)  # many ties
     y = rng.normal(size=(200, 7))
     y[:5] = 1.0  # constant rows
+    x[5, 3] = np.nan
     got = attribution.spearman_rows(x, y)
-    want = [measures.rank_correlation(a, b) for a, b in zip(x, y, strict=True)]
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
-    assert np.isnan(got[:5]).all()
+    want = [stats.spearmanr(a, b).statistic for a, b in zip(x[6:], y[6:], strict=True)]
+    np.testing.assert_allclose(got[6:], want, rtol=0, atol=1e-12)
+    assert np.isnan(got[:6]).all()
+    ties = rng.integers(0, 3, (3, 4, 9)).astype(float)  # any leading shape
+    np.testing.assert_array_equal(attribution.average_ranks(ties),
+                                  stats.rankdata(ties, axis=-1))  # fmt: skip
+    assert attribution.spearman_rows([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
 
 
 # Replacements and padding ------------------------------------------------------------------------

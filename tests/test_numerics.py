@@ -214,6 +214,22 @@ def test_deterministic_kernels_leave_new_tensors_unfilled():
         torch.utils.deterministic.fill_uninitialized_memory = saved[1]
 
 
+def test_deterministic_kernels_are_set_without_loading_the_compiler():
+    """The flag, its warn-only mode and no NaN fill, in a fresh process that never loads
+    torch.compile's code generator (a CPU-second of imports in every job)."""
+    code = (
+        "import sys, torch\n"
+        "from tcrformer.core import numerics\n"
+        "numerics.deterministic_kernels(warn_only=False)\n"
+        "print(torch.are_deterministic_algorithms_enabled(),"
+        " torch.is_deterministic_algorithms_warn_only_enabled(),"
+        " torch.utils.deterministic.fill_uninitialized_memory,"
+        " 'torch._inductor' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "False", "False", "False"], done.stderr[-2000:]
+
+
 def test_pinning_after_torch_is_imported_is_refused():
     import torch  # noqa: F401  (already imported by the suite; made explicit here)
 

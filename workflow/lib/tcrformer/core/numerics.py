@@ -231,10 +231,20 @@ def deterministic_kernels(warn_only: bool = True) -> None:
     with them by default: no op of ours reads memory it has not written, and the fill was
     15 % of a portable CPU step (about 540 calls a step, bench/README.md). `warn_only`: an
     op with no deterministic kernel warns (the CPU, where every op we run has one) or
-    raises, naming the op (CUDA)."""
-    import torch
+    raises, naming the op (CUDA).
 
-    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    The flag is set where torch keeps it, torch._C: torch.use_deterministic_algorithms also
+    sets the flag of torch.compile's code generator, and importing that generator costs about
+    1 CPU-second in every job. Nothing here compiles; a process that has loaded the
+    generator gets its flag set too."""
+    import sys
+
+    import torch
+    import torch.utils.deterministic
+
+    torch._C._set_deterministic_algorithms(True, warn_only=warn_only)
+    if "torch._inductor.config" in sys.modules:
+        sys.modules["torch._inductor.config"].deterministic = True
     torch.utils.deterministic.fill_uninitialized_memory = False
 
 

@@ -116,17 +116,35 @@ def importance(
     return drop.transpose(1, 2) / replacements
 
 
+def average_ranks(v: np.ndarray) -> np.ndarray:
+    """The 1-based ranks along the last axis, tied values sharing their mean rank (the
+    "average" method of scipy.stats.rankdata). (..., n) -> (..., n)."""
+    v = np.asarray(v, float)
+    order = np.argsort(v, axis=-1, kind="stable")
+    ordered = np.take_along_axis(v, order, -1)  # (..., n)
+    starts = np.ones(v.shape, bool)
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]  # each run of ties begins here
+    n = v.shape[-1]
+    rows = np.arange(v.size // n if n else 0).reshape(v.shape[:-1] + (1,))
+    run = np.cumsum(starts, -1) + rows * (n + 1)  # a run's number, unique over rows
+    position = np.broadcast_to(np.arange(1.0, n + 1), v.shape)
+    mean = np.bincount(run.ravel(), position.ravel()) / np.maximum(np.bincount(run.ravel()), 1)
+    ranks = np.empty_like(v)
+    np.put_along_axis(ranks, order, mean[run], -1)
+    return ranks
+
+
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of each row pair (..., n) -> (...): the Pearson correlation of their
-    average ranks (as scipy.stats.spearmanr); nan where either row is constant."""
-    from scipy.stats import rankdata
-
-    rx, ry = (rankdata(v, axis=-1) for v in (x, y))
+    average ranks; nan where either row is constant or holds a nan."""
+    x, y = np.broadcast_arrays(np.asarray(x, float), np.asarray(y, float))
+    rx, ry = average_ranks(x), average_ranks(y)
     rx, ry = rx - rx.mean(-1, keepdims=True), ry - ry.mean(-1, keepdims=True)
     norm = np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))
-    constant = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
+    left_out = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
+    left_out |= np.isnan(x).any(-1) | np.isnan(y).any(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(constant, np.nan, (rx * ry).sum(-1) / norm)
+        return np.where(left_out, np.nan, (rx * ry).sum(-1) / norm)
 
 
 def residue_steps(attention: Tensor, importance: Tensor, src: Tensor, tgt: Tensor):

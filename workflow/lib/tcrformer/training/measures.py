@@ -238,16 +238,6 @@ def same_through_eos(a: Tensor, b: Tensor) -> Tensor:
     return torch.tensor([x == y for x, y in zip(through_eos(a), through_eos(b), strict=True)])
 
 
-def rank_correlation(x, y) -> float:
-    """Spearman's rank correlation (scipy.stats); nan when either is constant."""
-    from scipy import stats
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(stats.spearmanr(x, y).statistic)
-
-
 def init_scale(ratios) -> float:
     """How far the step-0 sub-layers move the signal's scale: the mean |log2| of their
     output-over-input RMS ratios (0: every sub-layer keeps the scale; 1: a factor 2 each)."""
