@@ -200,10 +200,44 @@ def default_config(receptor: bool = True) -> dict:
     return apply_receptor(config) if receptor else config
 
 
+# Seconds each test file took in a recorded suite (`pytest --record-file-times`): the order
+# pytest-xdist hands files out in (--no-loadscope-reorder keeps the collection's order).
+FILE_TIMES = ROOT / "tests" / "file_times.json"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-file-times", action="store_true",
+                     help=f"write each test file's seconds to {FILE_TIMES.name}")  # fmt: skip
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run the SLURM tests last: once SLURM's client tools are installed, every Snakemake
-    start asks `scontrol` for the cluster's config (the SLURM executor plugin does, at
-    import), which waits ~10 s whenever no controller is running. pytest-xdist (--dist
-    loadfile) hands out the files with the most tests first, and files with as many tests
-    in this order, so test_slurm.py, with few, goes to whichever worker is free last."""
-    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None)
+    """The longest files first, so that the workers finish together (longest processing
+    time first), and the SLURM tests last: once SLURM's client tools are installed, every
+    Snakemake start asks `scontrol` for the cluster's config (the SLURM executor plugin
+    does, at import), which waits whenever no controller is running. A file not recorded
+    counts as 0 s; a file's time includes building the shared runs it is the first to ask
+    for, so the builders start early."""
+    seconds = json.loads(FILE_TIMES.read_text()) if FILE_TIMES.exists() else {}
+
+    def order(item):
+        slurm = item.get_closest_marker("slurm") is not None
+        return slurm, -seconds.get(item.nodeid.split("::")[0], 0.0)
+
+    items.sort(key=order)  # stable: a file's tests keep their order
+
+
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each file's seconds, setup and teardown included (on the controller under xdist)."""
+    name = report.nodeid.split("::")[0]
+    _file_seconds[name] = _file_seconds.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.getoption("--record-file-times") and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        rounded = {k: round(v, 1) for k, v in sorted(_file_seconds.items())}
+        FILE_TIMES.write_text(json.dumps(rounded, indent=1) + "\n")
