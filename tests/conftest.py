@@ -1,6 +1,6 @@
 """Shared fixtures: a private copy of the workflow to run Snakemake in, a runner, and the two
-complete runs the suite builds once and reads many times (the full default run, with the
-suite's one 3,000-step training, and a run of another receptor and model sizes)."""
+complete runs the suite builds once and reads many times (every chapter of the default run
+with a short training, and a run of another receptor and model sizes)."""
 
 from __future__ import annotations
 
@@ -162,12 +162,19 @@ OTHER_RUN = {
 OTHER_RUN["plm"] = {**OTHER_RUN["plm"], **OFFLINE["plm"]}
 
 
+# The .test config's short training (100 steps). The suite's runs test the code; the paper's
+# 3,000-step training and the golden check of its values are tests/test_paper_run.py
+# (`pytest -m training`, CI's step of its own, as the README's command 1 also checks them).
+SHORT_TRAINING = yaml.safe_load((ROOT / ".test/config/config.yaml").read_text())["reversal"]
+
+
 @pytest.fixture(scope="session")
 def full_run(tmp_path_factory) -> Path:
-    """The README's run, every chapter (offline), once per suite: results/paper."""
+    """Every chapter of the README's run (offline) with the short training, once per
+    suite: results/paper."""
 
     def build(wf: Path) -> None:
-        offline = write_config(wf / "offline.yaml", OFFLINE)
+        offline = write_config(wf / "offline.yaml", {**OFFLINE, "reversal": SHORT_TRAINING})
         proc = snakemake(wf, "--configfile", str(offline), timeout=3600)
         assert proc.returncode == 0, proc.stderr[-4000:]
 

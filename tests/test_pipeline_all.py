@@ -1,6 +1,5 @@
-"""The whole pipeline, as the README runs it: every chapter, the golden check, the manifest,
-the report. This is the run that regenerates every number and checks it against the seeds
-(it trains the paper's reversal recipe: minutes on 2 cores)."""
+"""The whole pipeline as the README runs it, with the suite's short training: every chapter,
+the golden check, the manifest, the report (the paper's training: tests/test_paper_run.py)."""
 
 import json
 import zipfile
@@ -9,11 +8,8 @@ from pathlib import Path
 import pytest
 
 from tcrformer.core.io import sha256
-from tcrformer.training import judged
 
 from conftest import private_copy, snakemake
-
-pytestmark = pytest.mark.training
 
 
 @pytest.fixture(scope="module")
@@ -22,28 +18,22 @@ def full_copy(full_run, tmp_path_factory):
     return private_copy(full_run, tmp_path_factory.mktemp("all") / "wf")
 
 
-def test_every_published_value_passes_or_says_why_not(full_run):
+def test_every_value_of_the_short_run_passes_or_says_why_not(full_run):
+    """The suite's run trains 100 steps: the reversal chapter's keys are SKIPPED, naming the
+    input that differs from the explainer's (tests/test_paper_run.py judges the paper's
+    training); the ESM-2 keys are SKIPPED without weights; every other key PASSes."""
     report = json.loads((full_run / "results/paper/golden_report.json").read_text())
     by_status = {}
     for row in report["rows"]:
-        by_status.setdefault(row["status"], []).append(row["key"])
+        by_status.setdefault(row["status"], []).append(row)
     assert not by_status.get("FAIL"), by_status.get("FAIL")
-    # Without network the ESM-2 weights cannot be had: those keys, and only those, are SKIPPED.
-    assert all(key.startswith("esm2.") for key in by_status.get("SKIPPED", []))
-    # The trained values are judged by golden check v3 (reversal.curve.*, every one PASS
-    # here); the printed training values are REPORT rows with their percentile, and the time.
-    reported = {row["key"]: row["reason"] for row in report["rows"] if row["status"] == "REPORT"}
-    assert reported.pop("reversal.training_time_s").startswith("report-only")
-    printed = {f"reversal.loss_step{s}" for s in (500, 1000, 1500, 2000, 2500, 3000)}
-    printed |= {"reversal.heldout_exact", "reversal.cross_attention_antidiagonal_mean"}
-    assert set(reported) == printed | {"reversal.cdr3_output"}, reported
-    assert all(reported[key].startswith("at percentile ") for key in printed), reported
-    assert reported["reversal.cdr3_output"].startswith("right; right in ")
-    curve = [row for row in report["rows"] if row["key"].startswith("reversal.curve.")]
-    assert {row["key"] for row in curve} == {f"reversal.curve.{key}" for key in judged.KEYS}
-    assert all(row["status"] == "PASS" for row in curve), curve
-    chapters = {row["chapter"] for row in report["rows"] if row["status"] == "PASS"}
-    assert chapters == {"toy", "notes", "reversal", "plm"}
+    for row in by_status["SKIPPED"]:
+        if row["chapter"] == "reversal":
+            assert row["reason"].startswith(("inputs differ", "the CDR3 came back")), row
+        else:
+            assert row["key"].startswith("esm2.") and "no ESM-2 weights" in row["reason"], row
+    assert {row["chapter"] for row in by_status["PASS"]} == {"toy", "notes", "plm"}
+    assert [row["key"] for row in by_status["REPORT"]] == ["reversal.training_time_s"]
 
 
 def test_manifest_lists_every_result_with_its_checksum_and_rule(full_run):
