@@ -219,18 +219,13 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config, items):
     """The longest files first, so that the workers finish together (longest processing
-    time first), and the SLURM tests last: once SLURM's client tools are installed, every
-    Snakemake start asks `scontrol` for the cluster's config (the SLURM executor plugin
-    does, at import), which waits whenever no controller is running. A file not recorded
-    counts as 0 s; a file's time includes building the shared runs it is the first to ask
-    for, so the builders start early."""
+    time first). A file not recorded counts as 0 s; a file's time includes building the
+    shared runs it is the first to ask for, so the builders start early. The SLURM test,
+    mostly waiting on its daemons, runs beside the other worker's files: while its cluster
+    runs, Snakemake's SLURM plugin reads the cluster's config from it, and once
+    tests/slurm/cluster.sh has stopped it and removed slurm.conf, `scontrol` fails at once."""
     seconds = json.loads(FILE_TIMES.read_text()) if FILE_TIMES.exists() else {}
-
-    def order(item):
-        slurm = item.get_closest_marker("slurm") is not None
-        return slurm, -seconds.get(item.nodeid.split("::")[0], 0.0)
-
-    items.sort(key=order)  # stable: a file's tests keep their order
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # stable
 
 
 _file_seconds: dict[str, float] = {}
