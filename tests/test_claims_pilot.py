@@ -113,7 +113,7 @@ REFERENCES = {
     "set500_steps3000": {"dropout": (700, 0.12), "smoothing": (700, 0.12)},
     "set250_steps3000": {"dropout": (700, 0.15), "smoothing": (700, 0.15)},
 }  # the others: (700, 0.02)
-NOISY = {"set500_steps3000": 1.5}  # its spread, times the others'
+NOISY = {"set500_steps3000": 1.5, "set250_steps3000": 0.5}  # its spread, times the others'
 CPU = {"deep": 200.0, 1500: 50.0, 3000: 100.0}  # CPU seconds a job
 
 
@@ -602,6 +602,10 @@ def test_planned_effects_upper_sds_and_simulated_verdicts():
     assert power.planned_effect(-0.01, "less") == -0.02
     assert power.planned_effect(0.5, "less") == 0.0  # v4's plan: non-inferiority at none
     assert pilot.planned_effect("dropout", "gap") == -0.02  # (+0.02, 0): the gap narrows
+    with pytest.MonkeyPatch.context() as patch:  # the gap: the training gain less the held-out
+        patch.setitem(pilot.PLANNED, "dropout", {"heldout_fraction": 0.03, "train_fraction": 0.01})
+        assert pilot.planned_effect("dropout", "gap") == pytest.approx(-0.02)
+        assert pilot.planned_effect("dropout", "heldout_fraction") == 0.03
     assert pilot.planned_effect("smoothing_generalisation", "heldout_fraction") == 0.02
     assert power.sd_upper(1.0, 8) == pytest.approx(math.sqrt(7 / 3.8223), rel=1e-4)
     assert power.sd_upper(1.0, 1000) == pytest.approx(1.0, abs=0.05)
