@@ -257,6 +257,42 @@ def test_the_joint_test_keeps_its_level_where_one_endpoint_sits_on_its_margin():
     assert supported / trials <= bound and refuted / trials <= bound
 
 
+def test_an_endpoints_refute_side_interval_is_at_the_bonferroni_level():
+    """NOT SUPPORTED needs k times an endpoint's refute p at the level, so the refuting end of
+    each endpoint's Holm-level interval is one-sided at 1 - level / k: a gap shown above its
+    margin at the level but not at half of it leaves the claim INCONCLUSIVE, and its interval
+    keeps the margin (at 1 - 2 level it would exclude it). Over random claims, an interval
+    beyond its margin on the refute side shows exactly NOT SUPPORTED, and every endpoint's
+    beyond it on the claim's side exactly SUPPORTED."""
+    rng, alpha, n = np.random.default_rng(5), 0.05, 12
+    z = rng.standard_normal((2, n))
+    gain = 0.01 + 0.01 * (z[0] - z[0].mean())  # centred on its margin: shown on neither side
+    null = sign_flip.sign_flip_null(0.01 * z[1])
+    at = next(m for m in np.linspace(-0.05, 0.05, 2001) if 0.03 < null.p_greater(m) <= 0.045)
+    gap = -0.01 + 0.01 * z[1] - at  # above its margin: refute p between alpha/2 and alpha
+    ends = [protocol.effect("seed_mean", [gain], 0.01, "greater", "gain"),
+            protocol.effect("seed_mean", [gap], -0.01, "less", "gap")]  # fmt: skip
+    assert alpha / 2 < ends[1].p_refute <= alpha
+    verdict, adjusted = protocol.decide({"c": protocol.joint(ends)}, alpha)
+    assert verdict["c"] == protocol.INCONCLUSIVE
+    shown = adjusted["c"].endpoints[1]
+    assert shown.holm_low <= -0.01 and shown.holm_refute_level == 1 - alpha / 2
+    assert protocol.interval("seed_mean", gap, 1 - 2 * alpha)[0] > -0.01
+    assert "lower end one-sided at 97.500%" in protocol.effect_text(shown)
+    for _ in range(40):
+        shifts = rng.normal(0, 0.012, 2)
+        ends = [protocol.effect("seed_mean", [0.01 + shifts[0] + 0.01 * rng.standard_normal(10)],
+                                0.01, "greater", "gain"),
+                protocol.effect("seed_mean", [-0.01 + shifts[1] + 0.01 * rng.standard_normal(10)],
+                                -0.01, "less", "gap")]  # fmt: skip
+        verdict, adjusted = protocol.decide({"c": protocol.joint(ends)}, alpha)
+        gain_, gap_ = adjusted["c"].endpoints
+        refuted = gain_.holm_high < 0.01 or gap_.holm_low > -0.01
+        supported = gain_.holm_low > 0.01 and gap_.holm_high < -0.01
+        assert refuted == (verdict["c"] == protocol.REFUTED)
+        assert supported == (verdict["c"] == protocol.SUPPORTED)
+
+
 def test_a_co_primary_endpoint_is_checked_read_and_said():
     claims = yaml.safe_load((ROOT / "workflow/claims/config/claims.yaml").read_text())
     config = {**default_config(), **claims}

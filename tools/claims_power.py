@@ -26,23 +26,34 @@ without the remedy diverging at 0.75, none with it.
     python -m tools.claims_power --archive results/archive/claims_v2.tar.gz \
         --claims workflow/claims/config/claims.yaml --out workflow/claims/config/claims_power.yaml
 
-A pilot's spread (tools/claims_pilot.py) plans with three more pieces, here so that one
-module holds the plan's arithmetic:
+A pilot's spread (tools/claims_pilot.py) plans with more pieces, here so that one module
+holds the plan's arithmetic:
 
-    planned_effect   the true effect an endpoint is planned for: twice its margin where the
-                     margin lies on the claim's side of zero (superiority: a gain above 0.01
-                     planned at 0.02, a gap narrowed by more than 0.01 at -0.02), zero where
-                     it does not (non-inferiority: pre_ln_warmup's log2 ratio below 0.5)
+    planned_effect   the true effect the v4 plan above takes: twice its margin where the
+                     margin lies on the claim's side of zero, zero where it does not. A v5
+                     plan names its effect (seeds_needed's `effect`: pre_ln_warmup at v4's
+                     log2 ratio 0.378, not 0)
     sd_upper         a pilot's sd raised to its one-sided upper confidence bound (chi-square,
                      n - 1 degrees of freedom), so that a small pilot's luck does not
                      under-plan: at 8 seeds and 80 %, 1.35 times the sd
+    seeds_needed     the fewest seeds at or above a floor (`at_least`) whose power reaches
+                     POWER; None where no count up to MAX_SEEDS does (UNREACHABLE: never
+                     capped). With `exact`, the power at n <= EXACT_UP_TO is that of the
+                     exact sign-flip test itself, simulated (below), not the t-test's
     verdicts_by_simulation
                      the chance of each verdict for n seeds of endpoints drawn from a normal
-                     distribution (their means, sds and correlation), each tested by the
-                     t-test the sign-flip test approaches, joined as the protocol joins
-                     co-primary endpoints (SUPPORTED: every one shown on its side; NOT
+                     distribution (their means, sds and correlation), joined as the protocol
+                     joins co-primary endpoints (SUPPORTED: every one shown on its side; NOT
                      SUPPORTED: any one shown on the other, at level / k); with one endpoint,
-                     the single test. A registered prediction is these chances (forecast).
+                     the single test. Each endpoint takes the t-test the sign-flip test
+                     approaches where n > EXACT_UP_TO; up to that, the decision code's own
+                     exact test (tcrformer.stats.sign_flip, the null the claims' protocol
+                     builds), on d_s drawn as counts out of GRID (a fraction's strings are
+                     counts out of 1,000 held-out strings) or an endpoint's own `grid` (a
+                     log2 ratio rounded to 1/200, far below its spread). With `prior` (a
+                     centre and an sd per endpoint), each draw first takes its true effects
+                     from that normal prior: the chance of each verdict over the prior
+                     (assurance), what a registered `forecast` is
 """
 
 from __future__ import annotations
@@ -64,10 +75,13 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from tcrclaims.kinds import DIVERGED_BELOW
+from tcrclaims.kinds import DIVERGED_BELOW, INCONCLUSIVE, REFUTED, SUPPORTED
+from tcrformer.stats.sides import support_and_refute
+from tcrformer.stats.sign_flip import ENUMERATE_UP_TO, sign_flip_null
 
 POWER = 0.8
-MAX_SEEDS = 256
+MAX_SEEDS = 256  # the largest count a plan looks at: a count above it is UNREACHABLE
+UNREACHABLE = "unreachable"  # how a report says that no count up to MAX_SEEDS is powered
 # A claim (workflow/claims/config/claims.yaml) -> how the pilot's archived arms give the same
 # per-seed value (arm, reference, metric); several arms average per seed, as the protocol
 # does. A claim not named here: the pilot measured nothing like it.
@@ -133,13 +147,41 @@ def t_power(n: int, shift: float, sd: float, level: float, two_sided: bool = Fal
     return max(0.0, 2 * one - 1) if two_sided else one
 
 
-def seeds_needed(margin: float, direction: str, sd: float, level: float) -> int:
-    """The fewest seeds (feasible, and powered at POWER) for the planned true effect."""
-    shift = abs(margin)  # |delta - m|: delta is 2m (greater) or 0 (less, equivalent)
-    for n in range(max(2, feasible_seeds(level)), MAX_SEEDS + 1):
-        if t_power(n, shift, sd, level, two_sided=direction == "equivalent") >= POWER:
-            return n
-    return MAX_SEEDS
+def seeds_needed(margin: float, direction: str, sd: float, level: float,
+                 effect: float | None = None, at_least: int = 2, exact: bool = False,
+                 grid: int | None = None) -> int | None:  # fmt: skip
+    """The fewest seeds, at least `at_least` and feasible, whose power at the true `effect`
+    (default planned_effect: v4's plan) reaches POWER; None where none up to MAX_SEEDS does
+    (UNREACHABLE). The power is the t-test's, or with `exact`, up to EXACT_UP_TO seeds, the
+    exact sign-flip test's, simulated (verdicts_by_simulation; `grid`: its d_s are counts
+    out of it, default GRID)."""
+    grid = grid or GRID
+    if effect is None:
+        effect = planned_effect(margin, direction)
+    if direction == "equivalent":
+        shift = abs(margin) - abs(effect)
+    else:
+        shift = (effect - margin) * (1.0 if direction == "greater" else -1.0)
+    if shift <= 0:
+        return None  # a true effect on the margin or beyond it: no count shows it
+    one = [{"margin": margin, "direction": direction, "mean": effect, "sd": sd, "grid": grid}]
+    low = max(2, feasible_seeds(level), at_least)
+    if exact:  # the exact test's power, seed by seed: not monotone in n everywhere
+        for n in range(low, min(EXACT_UP_TO, MAX_SEEDS) + 1):
+            if verdicts_by_simulation(n, one, 0.0, level)[SUPPORTED] >= POWER:
+                return n
+        low = max(low, EXACT_UP_TO + 1)
+
+    def powered(n: int) -> bool:
+        return t_power(n, shift, sd, level, two_sided=direction == "equivalent") >= POWER
+
+    if low > MAX_SEEDS or not powered(MAX_SEEDS):
+        return None
+    high = MAX_SEEDS  # the t-test's power grows with n: bisection finds the fewest
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if powered(middle) else (middle + 1, high)
+    return low
 
 
 def binary_power(n: int, p10: float, p01: float, margin: float, level: float) -> float:
@@ -176,8 +218,30 @@ def sd_upper(sd: float, n: int, confidence: float = 0.8) -> float:
     return sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - confidence, n - 1))
 
 
-SIMULATIONS = 20_000  # draws of a verdict simulation
+SIMULATIONS = 20_000  # draws of a verdict simulation by the t-test
+EXACT_SIMULATIONS = 2_000  # draws of one by the exact test (milliseconds each)
+EXACT_UP_TO = ENUMERATE_UP_TO  # seeds up to which a simulation runs the exact test
+GRID = 1000  # simulated d_s for the exact test are counts out of this
 SIMULATION_SEED = 4501  # its generator
+
+
+def _t_sides(d: np.ndarray, margin: float, direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """(support, refute) p-values of the one-sided t-test of each row of d (draws, n)."""
+    n = d.shape[1]
+    t = (d.mean(1) - margin) / (d.std(1, ddof=1) / math.sqrt(n))
+    upper, lower = stats.t.sf(t, n - 1), stats.t.cdf(t, n - 1)  # p(greater), p(less)
+    return (upper, lower) if direction == "greater" else (lower, upper)
+
+
+def _exact_sides(d: np.ndarray, margin: float, direction: str,
+                 grid: int = GRID) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(support, refute) p-values of the exact sign-flip test (the protocol's null, by its
+    lattice) of each row of d (draws, n), its values rounded to counts out of `grid`."""
+    rows = np.round(d * grid) / grid
+    found = np.array([support_and_refute(
+        sign_flip_null(row, method="lattice", lattice=grid).p_value, margin, direction)
+        for row in rows])  # fmt: skip
+    return found[:, 0], found[:, 1]
 
 
 def verdicts_by_simulation(
@@ -187,29 +251,40 @@ def verdicts_by_simulation(
     level: float,
     draws: int | None = None,
     seed: int = SIMULATION_SEED,
+    prior: list[tuple[float, float]] | None = None,
 ) -> dict[str, float]:
     """{SUPPORTED, NOT SUPPORTED, INCONCLUSIVE: chance} for n seeds. Each endpoint is
     {margin, direction, mean, sd}; with two, their d_s have correlation `corr`. Each is
-    tested by the one-sided t-test against its margin; SUPPORTED when every endpoint's
-    support p is at most `level` and the joint support p (their largest) is the smaller of
-    the two sides, NOT SUPPORTED when the joint refute p (the smallest times k) is at most
-    `level` and the smaller (protocol, "Co-primary endpoints")."""
-    from tcrclaims.kinds import INCONCLUSIVE, REFUTED, SUPPORTED
-
+    tested against its margin, by the exact sign-flip test up to EXACT_UP_TO seeds and by the
+    t-test above; SUPPORTED when every endpoint's support p is at most `level` and the joint
+    support p (their largest) is the smaller of the two sides, NOT SUPPORTED when the joint
+    refute p (the smallest times k) is at most `level` and the smaller (protocol,
+    "Co-primary endpoints"). An endpoint's `grid` (default GRID): the exact test's d_s are
+    counts out of it. `prior`: (centre, sd) per endpoint, each draw's true effect drawn from
+    that normal distribution in place of `mean` (assurance)."""
     k = len(endpoints)
     if k not in (1, 2):
         raise ValueError(f"{k} endpoints: one or two")
-    rng, draws = np.random.default_rng(seed), draws or SIMULATIONS
+    exact = n <= EXACT_UP_TO
+    draws = draws or (EXACT_SIMULATIONS if exact else SIMULATIONS)
+    rng = np.random.default_rng(seed)
     cov = np.eye(k) if k == 1 else np.array([[1.0, corr], [corr, 1.0]])
     z = rng.multivariate_normal(np.zeros(k), cov, size=(draws, n))  # (draws, n, k)
+    if prior is None:
+        means = np.array([[float(end["mean"]) for end in endpoints]] * draws)
+    else:
+        if len(prior) != k:
+            raise ValueError(f"a prior for {len(prior)} endpoints, not {k}")
+        means = np.array([c for c, _ in prior]) + rng.standard_normal((draws, k)) * np.array(
+            [s for _, s in prior])  # fmt: skip
     support = np.zeros((draws, k))
     refute = np.zeros((draws, k))
     for i, end in enumerate(endpoints):
-        d = float(end["mean"]) + float(end["sd"]) * z[..., i]
-        t = (d.mean(1) - float(end["margin"])) / (d.std(1, ddof=1) / math.sqrt(n))
-        upper, lower = stats.t.sf(t, n - 1), stats.t.cdf(t, n - 1)  # p(greater), p(less)
-        support[:, i], refute[:, i] = (upper, lower) if end["direction"] == "greater" else (
-            lower, upper)  # fmt: skip
+        d = means[:, i : i + 1] + float(end["sd"]) * z[..., i]
+        margin, direction = float(end["margin"]), str(end["direction"])
+        support[:, i], refute[:, i] = (
+            _exact_sides(d, margin, direction, int(end.get("grid", GRID))) if exact
+            else _t_sides(d, margin, direction))  # fmt: skip
     p_support = support.max(1)
     p_refute = np.minimum(1.0, k * refute.min(1))
     supported = (p_support <= level) & (p_support <= p_refute)
@@ -219,25 +294,25 @@ def verdicts_by_simulation(
 
 
 def joint_seeds_needed(
-    endpoints: list[Mapping[str, float | str]], corrs: list[float], level: float
-) -> int:
-    """The fewest seeds (feasible) whose chance of SUPPORTED reaches POWER at every
-    correlation in `corrs` (the pilot's, and independence: the plan takes the worse), each
-    endpoint at its planned effect (`mean`); MAX_SEEDS when none up to it does. Doubling,
-    then bisection: the chance grows with the seeds."""
-    from tcrclaims.kinds import SUPPORTED
+    endpoints: list[Mapping[str, float | str]], corrs: list[float], level: float,
+    at_least: int = 2,
+) -> int | None:  # fmt: skip
+    """The fewest seeds (at least `at_least`, and feasible) whose chance of SUPPORTED reaches
+    POWER at every correlation in `corrs` (the pilot's, and independence: the plan takes the
+    worse), each endpoint at its planned effect (`mean`); None when none up to MAX_SEEDS
+    does (UNREACHABLE). Doubling, then bisection: the chance grows with the seeds."""
 
     def powered(n: int) -> bool:
         return all(verdicts_by_simulation(n, endpoints, c, level)[SUPPORTED] >= POWER
                    for c in corrs)  # fmt: skip
 
-    low = max(2, feasible_seeds(level))
+    low = max(2, feasible_seeds(level), at_least)
     if powered(low):
         return low
     high = low
     while not powered(high := min(2 * high, MAX_SEEDS)):
         if high == MAX_SEEDS:
-            return MAX_SEEDS
+            return None
         low = high
     while high - low > 1:
         middle = (low + high) // 2
@@ -282,9 +357,12 @@ def plan(claims: list[Mapping[str, Any]], pilot, alpha: float) -> dict[str, Any]
                              "feasibility only")  # fmt: skip
         else:
             sd = float(np.std(d, ddof=1))
-            row.update(sd=round(sd, 6), pilot_mean=round(float(d.mean()), 6),
-                       seeds=seeds_needed(test["margin"], test["direction"], sd, level),
-                       basis=f"pilot seeds {d.size}, {arms} vs {reference}: {metric}")  # fmt: skip
+            needed = seeds_needed(test["margin"], test["direction"], sd, level)
+            basis = f"pilot seeds {d.size}, {arms} vs {reference}: {metric}"
+            if needed is None:
+                basis += f"; {UNREACHABLE}: no count up to {MAX_SEEDS} reaches power {POWER}"
+            row.update(sd=round(sd, 6), pilot_mean=round(float(d.mean()), 6), seeds=needed,
+                       basis=basis)  # fmt: skip
         rows[claim["id"]] = row
     return {"level": level, "power": POWER, "experiments": len(experiments), "by_design": out,
             "claims": rows}  # fmt: skip

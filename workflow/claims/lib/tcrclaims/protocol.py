@@ -25,7 +25,8 @@ and the effect counts it (`seeds`: used, run); an infinite value stops the test.
 
 Counts. A fraction of strings (held-out exact, training exact, their gap) is measured as
 integer counts, so its d_s are counts out of a known N (`lattice`): its sign-flip null is
-exact at any number of seeds, and a d_s off that lattice raises (stats.sign_flip). A
+exact at any number of seeds, and a d_s off that lattice raises (stats.sign_flip); above 53
+seeds its counts pass 2^53 and are summed in floating point, exact to rounding. A
 counted metric read from a record without its counts (an archive written before they were
 stored) has only its fraction: where its null then falls to Monte Carlo, the effect says so
 (`fallback`), and the table shows it.
@@ -37,7 +38,11 @@ intersection-union test: p_support is the largest of theirs, valid at the level 
 adjustment); it is NOT SUPPORTED if any endpoint is shown on the other side of its margin
 (a union: p_refute is the smallest of theirs times their count, Bonferroni, which is Holm's
 first step over them). The joint p-values are exact where each endpoint's is, and the
-smaller of the two enters the family as any claim's does (`joint`).
+smaller of the two enters the family as any claim's does (`joint`). Each endpoint's interval
+at the claim's Holm level keeps the verdict's own split: its supporting end at the level
+(as the intersection-union test rejects), its refuting end one-sided at the level over k
+(as Bonferroni rejects), so that an interval shows an endpoint beyond its margin on
+either side exactly when that side of the joint test rejects.
 """
 
 from __future__ import annotations
@@ -126,6 +131,8 @@ class Effect(Sides):
     holm_low: float = math.nan  # the interval at the claim's Holm level
     holm_high: float = math.nan
     holm_level: float = math.nan  # that interval's confidence
+    # with k co-primary endpoints: the one-sided confidence of its refuting end, 1 - level/k
+    holm_refute_level: float = math.nan
     metric: str = ""  # what the d_s are of, where the claim says
     lattice: int | None = None  # the N the d_s are counts out of, when known from counts
     fallback: str = ""  # why an exact test expected here ran as Monte Carlo, if it did
@@ -248,8 +255,9 @@ def decide(effects: Mapping[str, Effect], alpha: float) -> tuple[dict[str, str],
     }
     adjusted = {}
     for claim_id, level in zip(ids, holm_levels(p_values, alpha), strict=True):
-        found = _at_level(effects[claim_id], level)
-        ends = tuple(_at_level(e, level) for e in found.endpoints)
+        k = max(1, len(effects[claim_id].endpoints))  # Bonferroni's split of the refute side
+        found = _at_level(effects[claim_id], level, k)
+        ends = tuple(_at_level(e, level, k) for e in found.endpoints)
         adjusted[claim_id] = replace(
             found, endpoints=ends,
             disagree=found.name not in BINARY
@@ -258,13 +266,21 @@ def decide(effects: Mapping[str, Effect], alpha: float) -> tuple[dict[str, str],
     return verdicts, adjusted
 
 
-def _at_level(found: Effect, level: float) -> Effect:
-    """The effect with its interval at a Holm level (confidence 1 - 2 level)."""
+def _at_level(found: Effect, level: float, split: int = 1) -> Effect:
+    """The effect with its interval at a Holm level (confidence 1 - 2 level); one of `split`
+    co-primary endpoints (a one-sided direction) has its refuting end one-sided at
+    1 - level / split, the level the joint refute side's Bonferroni gives each endpoint."""
     d = _used(np.asarray(found.per_seed, float))
     low = high = math.nan
+    refute_level = math.nan
     if d.size >= 2:
         low, high = interval(found.name, d, 1 - 2 * level, found.lattice)
-    return replace(found, holm_low=low, holm_high=high, holm_level=1 - 2 * level)
+        if split > 1 and found.direction in ("greater", "less"):
+            refute_level = 1 - level / split
+            wide = interval(found.name, d, 1 - 2 * level / split, found.lattice)
+            low, high = (low, wide[1]) if found.direction == "greater" else (wide[0], high)
+    return replace(found, holm_low=low, holm_high=high, holm_level=1 - 2 * level,
+                   holm_refute_level=refute_level)  # fmt: skip
 
 
 def effect_text(found: Effect) -> str:
@@ -278,6 +294,9 @@ def effect_text(found: Effect) -> str:
         holm_part = (
             f"; Holm-level {found.holm_level:.3%} CI {found.holm_low:.4g} to {found.holm_high:.4g}"
         )
+        if not math.isnan(found.holm_refute_level):
+            end = "upper" if found.direction == "greater" else "lower"
+            holm_part += f", its {end} end one-sided at {found.holm_refute_level:.3%} (Bonferroni)"
     beside = ""
     if found.secondary and not math.isnan(found.secondary_p):
         differs = ", differs at the Holm level" if found.disagree else ""
