@@ -202,7 +202,7 @@ def quick(monkeypatch):
 
 @pytest.fixture(scope="module")
 def v4():
-    return pilot.v4_estimates()
+    return pilot.archived_estimates()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The claims' pilot: each candidate setup's spread and room, and what the design's rule
-makes of them (docs/claims_v5_design.md, sections 3 and 8). Every rule here was fixed
+makes of them (the claims design in docs/, sections 3 and 8). Every rule here was fixed
 before the pilot ran; none reads a pilot's mean effect.
 
     python -m tools.claims_pilot report --results results/claims_pilot [--out FOLDER]
@@ -56,7 +56,7 @@ its SHA-256. What it prints and keeps (report.md, report.json) holds no mean:
                     claims share trains once, at the larger count. The Holm family counts
                     the claims that stay, and the plans are made again at its level
     forecast        each claim's chance of each verdict over a prior on its true effects,
-                    centred on v4's estimates with sd sqrt(SE^2 + WIDENED^2) (v4_estimates:
+                    centred on v4's estimates with sd sqrt(SE^2 + WIDENED^2) (archived_estimates:
                     from v4's archived records), at the point-estimate sds and the count the
                     budget gives; `predicted` is the most probable verdict, and the power at
                     the planned effects stands beside it
@@ -121,7 +121,7 @@ PLANNED = {
 }  # fmt: skip
 WIDENED = {"heldout_fraction": 0.02, "gap": 0.02, "log2_excess": 0.1}  # a forecast's prior
 # v4's tests as its claims file registered them (arm, reference, endpoints, leading seeds,
-# snapshots): what v4_estimates reads from v4's archived records.
+# snapshots): what archived_estimates reads from v4's archived records.
 V4_TESTS = {
     "pre_ln_warmup": ("deep_pre_flat_1", "deep_pre", ("log2_excess",), 24,
                       (1040, 1080, 1120, 1160, 1200)),
@@ -551,7 +551,7 @@ def seal(sealed: Mapping[str, Any], folder: Path) -> str:
 # The rule -----------------------------------------------------------------------------------------
 
 
-def v4_estimates(archive: Path = V4_ARCHIVE) -> dict[str, dict[str, tuple[float, float]]]:
+def archived_estimates(archive: Path = V4_ARCHIVE) -> dict[str, dict[str, tuple[float, float]]]:
     """{claim: {endpoint: (v4's estimate, its standard error)}} from v4's archived per-seed
     records (V4_TESTS, read as the decision code reads them). The standard error is the sd
     of the d_s over the root of their count; v4's interval width over 3.92 would overstate
@@ -946,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     digest = seal(sealed, args.out)
     picked, problem = None, ""
     try:
-        picked = choose(found, jobs, v4_estimates(args.v4), args.alpha)
+        picked = choose(found, jobs, archived_estimates(args.v4), args.alpha)
     except ValueError as error:
         problem = str(error)
     text = markdown(found, picked, digest, problem)
