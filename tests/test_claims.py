@@ -24,7 +24,7 @@ from tcrclaims.compute import (
     finite_or_none,
 )
 from tcrclaims.kinds import KINDS, TESTS
-from tcrclaims.metrics import stepped
+from tcrclaims.metrics import exact_bits, stepped
 from tcrclaims.settings import Settings
 from tcrclaims.summary import (
     CHANGED,
@@ -694,6 +694,12 @@ def test_the_reduced_run_gives_every_claim_a_row_a_figure_and_a_verdict(workflow
     data = json.loads((folder / "claims/figure_data.json").read_text())
     assert data["reduced"] is True and set(data["verdicts"]) == set(table["id"])
     assert not list(folder.glob("claims/arms/*/seed*/model.safetensors"))  # evaluated, not kept
+    for job in folder.glob("claims/arms/*/seed*"):  # each job's strings and its cost, as run
+        record = json.loads((job / "metrics.json").read_text())
+        assert exact_bits(record).sum() == record["heldout_exact"], job
+        timing = json.loads((job / "training_time.json").read_text())
+        assert timing["wall_seconds"] > timing["train_seconds"] > 0, job  # from the script's start
+        assert timing["cpu_seconds"] > 0 and len(timing["load_average"]["start"]) == 3, job
     registered = json.loads((folder / "claims/registration.json").read_text())
     assert set(registered["claims"]) == set(table["id"]) and registered["claims_file_sha256"]
     # Finished jobs stay finished from their files alone (a later session restores them into

@@ -35,8 +35,10 @@ from tcrclaims.metrics import stepped
 from tcrclaims.settings import Claim, Settings
 from tcrclaims.summary import claims_markdown, figure_data, table_rows
 from tcrclaims.verdicts import AT_STEPS, Measurements, judge_all
+from tcrformer.core import usage
 from tcrformer.core.io import read_csv, write_csv
 from tcrformer.core.manifest import LIBRARY, code_digest
+from tcrformer.core.runner import job_started
 
 if set(metrics.stepped().values()) - set(AT_STEPS):
     raise ImportError("claims: a by-step metric's rule is not in verdicts.AT_STEPS")
@@ -98,12 +100,15 @@ def train_claim_arm(
     """Train one arm's seed, then evaluate the weights as saved (`evaluation`: the recipe
     with its evaluation fields; `excess_strings`: the held-out strings of the excess, where
     its claims name them). The weights are not kept: a job leaves only what the summary
-    reads."""
+    reads. Its timing adds what the job used from its script's start to the end of the
+    evaluation, and the machine's load at both ends (core.usage.usage_since; outside a rule
+    script, from this call's start)."""
     from tcrformer.training.checkpoints import snapshot_path
     from tcrformer.training.loop import train
     from tcrformer.training.measures import snapshot_models
     from tcrformer.training.model import save_model
 
+    started = job_started() or usage.reading()
     trained = train(recipe, checkpoint_dir=checkpoints)
     recipe = trained.recipe  # a GRU's width filled in
     history = pd.DataFrame(
@@ -120,12 +125,13 @@ def train_claim_arm(
         snapshots = dict(snapshot_models(recipe, checkpoints))
         evaluated = evaluate_claim_arm(evaluation, model_path, history_path, extras or {},
                                        beam_width, snapshots, excess_strings)  # fmt: skip
+    used = usage.usage_since(started)
     for step in snapshots:  # measured: the job keeps only what the summary reads
         snapshot_path(checkpoints, recipe, step).unlink()
     return {
         "history": history,
         "numerics": {**numerics, "gpu": trained.gpu},
-        "timing": {**trained.timing, "trained": recipe.training_params()},
+        "timing": {**trained.timing, "trained": recipe.training_params(), **used},
         **evaluated,
     }
 
@@ -169,23 +175,29 @@ def common_evaluation(e: metrics.ArmEvaluation) -> None:
     """What every arm's evaluation measures: held-out exact, the loss curve's numbers,
     calibration, and on a fixed training set the train minus held-out gap. Exact reversals
     are integer counts, the strings right of those evaluated (metrics.COUNTED); each
-    fraction beside them is the one divided by the other, in double precision."""
+    fraction beside them is the one divided by the other, in double precision; and which
+    strings were right, one bit each in evaluation order (heldout_bits, train_bits:
+    metrics.pack_bits)."""
     from tcrformer.training import measures
 
-    right, total = metrics.count_of(measures.exact_rows(e.model, e.src, e.tgt))
+    rows = measures.exact_rows(e.model, e.src, e.tgt)
+    right, total = metrics.count_of(rows)
     e.numbers.update(
         heldout_exact=right,
         heldout_total=total,
         heldout_fraction=right / total,
+        heldout_bits=metrics.pack_bits(rows),
         **measures.curve_metrics(e.history, floor=e.floor, stress_step=e.recipe.stress_step),
         **measures.calibration(e.model, e.src, e.tgt),
     )
     train_strings = measures.training_strings(e.recipe)
     if train_strings is not None:
-        trained, strings = metrics.count_of(measures.exact_rows(e.model, *train_strings))
+        rows = measures.exact_rows(e.model, *train_strings)
+        trained, strings = metrics.count_of(rows)
         e.numbers.update(train_exact=trained, train_total=strings,
                          train_fraction=trained / strings,
-                         gap=trained / strings - right / total)  # fmt: skip
+                         gap=trained / strings - right / total,
+                         train_bits=metrics.pack_bits(rows))  # fmt: skip
 
 
 def finite_or_none(value: Any) -> Any:

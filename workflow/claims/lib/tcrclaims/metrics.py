@@ -43,6 +43,14 @@ metric (COUNTED, COUNTED_DIFFERENCES) from its counts, so its per-seed differenc
 out of a known N and take the exact test (protocol, "Counts"); float32 fractions, as runs
 before the counts stored them, are off that lattice.
 
+Each count also keeps its strings, so that a pilot's spread can be split into the strings'
+share and the seeds': heldout_bits (and train_bits beside train_exact) is which strings were
+exactly right, in evaluation order, one bit each (pack_bits; exact_bits reads a record's
+back, None for a record written before they were kept). The excess keeps, at each snapshot
+step, what its standard error over the strings needs (excess_per_string, ratio_statistics:
+the excess is a ratio of sums over the strings' tokens, its error by the delta method,
+ratio_standard_error).
+
 A new metric is one function of the ArmEvaluation here and one entry in METRICS, naming the
 extra it needs (None: every arm computes it). A claim then names it in its test's `metric`
 or `report`, and Settings.extras_of asks for its extra on the claim's arms, at the snapshot
@@ -54,8 +62,9 @@ when it reads the claims file, before any rule runs.
 
 from __future__ import annotations
 
+import base64
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +91,77 @@ def count_of(correct) -> tuple[int, int]:
     """(strings right, strings counted) of a (B,) bool tensor, as Python integers: a fraction
     of strings is kept as its count, never as a float."""
     return int(correct.sum()), int(correct.numel())
+
+
+def pack_bits(correct) -> str:
+    """Which strings were right, as text: base64 of np.packbits of the (B,) bools (a tensor
+    or an array) in their order, bit b of a byte being string 8 k + b (bitorder "little"); the
+    last byte's unused bits are 0. B is kept beside it (the record's *_total)."""
+    import numpy as np
+
+    if hasattr(correct, "numpy"):  # a tensor
+        correct = correct.detach().cpu().numpy()
+    bits = np.asarray(correct, dtype=bool).ravel()
+    return base64.b64encode(np.packbits(bits, bitorder="little")).decode("ascii")
+
+
+def unpack_bits(text: str, n: int):
+    """pack_bits undone: the (n,) bool array; text of another length, or with a bit set past
+    the n-th, raises."""
+    import numpy as np
+
+    packed = np.frombuffer(base64.b64decode(text, validate=True), dtype=np.uint8)
+    if packed.size != (n + 7) // 8:
+        raise ValueError(f"{packed.size} bytes of bits, not {(n + 7) // 8} for {n} strings")
+    bits = np.unpackbits(packed, bitorder="little").astype(bool)
+    if bits[n:].any():
+        raise ValueError(f"a bit is set past the {n} strings")
+    return bits[:n]
+
+
+def exact_bits(record: Mapping[str, Any], strings: str = "heldout"):
+    """A record's `strings` ("heldout" or "train") exactly right, one bool each in evaluation
+    order, from its {strings}_bits and {strings}_total; None where the record has no bits (it
+    was written before they were kept, or the arm has no fixed training set). Bits whose
+    count is not the record's {strings}_exact raise."""
+    text = record.get(f"{strings}_bits")
+    if text is None:
+        return None
+    bits = unpack_bits(text, record[f"{strings}_total"])
+    count = record.get(f"{strings}_exact")
+    if count is not None and int(bits.sum()) != count:
+        raise ValueError(f"{strings}_bits: {int(bits.sum())} strings right, not {count}")
+    return bits
+
+
+def ratio_statistics(num, den) -> dict[str, float]:
+    """What the delta method needs of a ratio of sums over n strings, R = sum(num) / sum(den)
+    = mean_num / mean_den: n, both means, both variances and their covariance (ddof 1, NaN
+    for one string). For the excess, num is a string's tokens' excess loss summed and den its
+    tokens (string_excess)."""
+    import numpy as np
+
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    n = int(num.size)
+    with np.errstate(invalid="ignore", over="ignore"):  # a diverged model's: not finite
+        spread = np.cov(num, den, ddof=1) if n > 1 else np.full((2, 2), math.nan)
+    return {"n": n, "mean_num": float(num.mean()), "mean_den": float(den.mean()),
+            "var_num": float(spread[0, 0]), "var_den": float(spread[1, 1]),
+            "cov": float(spread[0, 1])}  # fmt: skip
+
+
+def ratio_standard_error(stats: Mapping[str, float], strings: int | None = None) -> float:
+    """The standard error of R = mean_num / mean_den over `strings` strings drawn as the n of
+    `stats` were (None: those n), by the delta method:
+
+        se(R)^2 = (var_num - 2 R cov + R^2 var_den) / (strings mean_den^2)
+
+    (the linearised numerator num - R den has that variance). For the excess, the error of
+    log2 of it is se / (R ln 2)."""
+    n = stats["n"] if strings is None else strings
+    r = stats["mean_num"] / stats["mean_den"]
+    linear = stats["var_num"] - 2 * r * stats["cov"] + r * r * stats["var_den"]
+    return math.sqrt(max(linear, 0.0) / n) / abs(stats["mean_den"])
 
 
 def counted_value(record, metric: str) -> tuple[float, int] | None:
@@ -207,7 +287,9 @@ def init(e: ArmEvaluation, _steps: Sequence[int]) -> None:
 def excess(e: ArmEvaluation, steps: Sequence[int]) -> None:
     """The eval-mode excess over the floor at each step, on the first `excess_strings`
     held-out strings (EXCESS_STRINGS unless the arm's claims name more), and on the first
-    EXCESS_PREFIXES of them where those are fewer (excess_by_prefix: {strings: {step: x}})."""
+    EXCESS_PREFIXES of them where those are fewer (excess_by_prefix: {strings: {step: x}}).
+    At each step, also what its standard error over those strings needs (excess_per_string,
+    excess_statistics)."""
     from tcrformer.training import measures
 
     n = e.excess_strings or measures.EXCESS_STRINGS
@@ -220,9 +302,53 @@ def excess(e: ArmEvaluation, steps: Sequence[int]) -> None:
 
     e.numbers["excess_by_step"] = measured(n)
     e.numbers["excess_strings"] = n
+    by_step = e.numbers["excess_by_step"]
+    e.numbers["excess_per_string"] = {
+        step: excess_statistics(model, src, tgt, e.recipe.label_smoothing, by_step[step])
+        for step, model in models.items()
+    }
     prefixes = [k for k in EXCESS_PREFIXES if k < n]
     if prefixes:
         e.numbers["excess_by_prefix"] = {k: measured(k) for k in prefixes}
+
+
+def string_excess(model, src, tgt, label_smoothing: float):
+    """training.measures.eval_excess string by string: for each string b, its tokens' excess
+    loss summed, sum_t (loss_bt - floor), and its number of tokens n_b (its letters and
+    <eos>), (B,) float64 arrays each. The same eval-mode objective, teacher-forced (each
+    token's label-smoothed loss in float32, as models.transformer.token_loss computes it,
+    then summed in float64), so eval_excess is sum_b excess_b / sum_b n_b: a ratio of sums
+    over the strings, not a mean of theirs, up to its float32 mean and its cap."""
+    import torch
+    import torch.nn.functional as F
+
+    from tcrformer.models.transformer import decoder_io, make_masks
+    from tcrformer.training.data import PAD
+    from tcrformer.training.schedule import label_smoothing_floor
+
+    tgt_in, tgt_out = decoder_io(tgt)
+    with torch.no_grad():
+        model.eval()
+        logits = model(src, tgt_in, *make_masks(src, tgt_in, PAD))
+        losses = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(),
+                                 ignore_index=PAD, label_smoothing=label_smoothing,
+                                 reduction="none").view(tgt_out.shape)  # fmt: skip
+    tokens = (tgt_out != PAD).sum(1).double()  # a padded token's loss is 0
+    excess = losses.double().sum(1) - label_smoothing_floor(label_smoothing) * tokens
+    return excess.cpu().numpy(), tokens.cpu().numpy()
+
+
+def excess_statistics(model, src, tgt, label_smoothing: float, measured: float) -> dict:
+    """The excess of `model` on these strings, string by string (string_excess), as
+    ratio_statistics: mean_num / mean_den is the excess eval_excess measured (`measured`), up
+    to float32 rounding; `capped` where that was eval_excess's cap, the uniform predictor's
+    excess ln V - floor (a diverged model): the constant the metric uses instead."""
+    from tcrformer.training.data import VOCAB_SIZE
+    from tcrformer.training.schedule import label_smoothing_floor
+
+    stats = ratio_statistics(*string_excess(model, src, tgt, label_smoothing))
+    uniform = math.log(VOCAB_SIZE) - label_smoothing_floor(label_smoothing)
+    return {**stats, "capped": measured == uniform}
 
 
 def entropy(e: ArmEvaluation, _steps: Sequence[int]) -> None:

@@ -9,6 +9,9 @@ look), and the exception is raised on.
 Before main runs, the process's numerics are pinned (`tcrformer.core.numerics`): torch reads
 them when it is imported, so rule scripts import torch inside main, never at the top,
 and call `torch_numerics(smk)` before they compute.
+
+`run` also reads the clocks as main starts (`job_started`, while main runs): a job that
+records what it used (core.usage) counts from there, its script's start.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tcrformer.core import numerics
+from tcrformer.core import numerics, usage
 from tcrformer.core.config import ConfigError
 from tcrformer.core.io import ResultFileError
 
 _PINNED: numerics.Pinned | None = None
+_STARTED: usage.Reading | None = None  # set while main runs
 
 
 class UserError(RuntimeError):
@@ -47,7 +51,8 @@ def setup_logging(log_path: str | None) -> logging.Logger:
 
 def run(main: Callable[[Any], None], smk: Any) -> None:
     """Call main(smk) with logging set up from smk.log; turn expected errors into one line."""
-    global _PINNED
+    global _PINNED, _STARTED
+    _STARTED = usage.reading()
     log = setup_logging(smk.log[0] if len(smk.log) else None)
     try:
         _PINNED = numerics.pin(numerics.Numerics.from_config(smk.config.get("numerics")))
@@ -62,6 +67,13 @@ def run(main: Callable[[Any], None], smk: Any) -> None:
     except Exception:
         log.exception("a bug, not a problem with your input; please report it with this log")
         raise
+    finally:
+        _STARTED = None
+
+
+def job_started() -> usage.Reading | None:
+    """The clocks as this process's rule script started (`run`); None outside `run`."""
+    return _STARTED
 
 
 def pinned(smk: Any) -> numerics.Pinned:
