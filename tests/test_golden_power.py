@@ -4,6 +4,7 @@ training or the evaluation computes, and the control is the library as it is."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -266,6 +267,23 @@ def test_each_run_is_judged_and_each_faults_shift_is_paired_by_seed(tmp_path, ju
     record = judging.power_record(tmp_path, "the command")
     assert record["provenance"]["command"] == "the command" and record["runs"] == 4
     assert record["machines"] == {"CPU A": 4} and record["numerics"] == {"portable": 4}
+
+
+def test_runs_are_also_judged_by_the_bands_in_use(tmp_path, judged_with):
+    """Where the pipeline judges by other bands than the tool's, each run is judged by both:
+    a fault caught by the tool's loss_start band but inside a wider band in use is caught
+    by the one and not the other, and the summary counts each."""
+    fitting, bands, _ = judged_with
+    fault_runs(tmp_path, fitting, {"none": 0.0, "slow": 0.5})
+    wider = dict(bands, loss_start=dataclasses.replace(bands["loss_start"], high=10.0))
+    table = judging.run_table(tmp_path, bands, wider)
+    slow = table[table["fault"] == "slow"]
+    assert set(slow["failed"]) == {"loss_start"} and set(slow["failed_in_use"]) == {""}
+    summary = judging.summary(table, fitting, bands, 0.611088).set_index("fault")
+    assert summary.loc["slow", "caught"] == 2 and summary.loc["slow", "caught_in_use"] == 0
+    assert summary.loc["slow", "high_in_use"] < 1 and summary.loc["slow", "keys_in_use"] == ""
+    assert "failed_in_use" not in judging.run_table(tmp_path, bands).columns
+    assert records.bands_in_use().exists()
 
 
 def test_the_predicted_catch_is_the_moved_laws_exceedance(judged_with):

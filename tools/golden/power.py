@@ -19,6 +19,9 @@ values.json, losses.csv, numerics.json), judged once, when every run of the plan
                 committed bands (Monte-Carlo, PREDICTION_DRAWS runs), with a seed bootstrap's
                 95 % interval (the pairs resampled); per key its exact exceedance
 
+    in use      the same, judged by the bands the pipeline judges by (the golden file's
+                `bands:`), where those are not FOLDER's
+
 Writes FOLDER/power_runs.csv (one row per run), power.csv (one row per fault), power.yaml
 (provenance, the machines and numerics the runs trained on).
 """
@@ -65,8 +68,9 @@ def missing_runs(runs: Path, faults: Sequence[str], seeds: Sequence[int]) -> lis
     ]
 
 
-def run_table(runs: Path, bands: Mapping) -> pd.DataFrame:
-    """One row per run: its fault, seed, statistics and the keys that FAIL it."""
+def run_table(runs: Path, bands: Mapping, in_use: Mapping | None = None) -> pd.DataFrame:
+    """One row per run: its fault, seed, statistics and the keys that FAIL it (`failed`), and
+    those that FAIL the bands in use (`failed_in_use`) where they are given."""
     rows, eval_n = [], records.recipe_inputs()[2]
     golden = yaml.safe_load(records.GOLDEN_FILE.read_text())
     cdr3 = golden["inputs"]["reversal"]["reversal.cdr3"]
@@ -85,9 +89,24 @@ def run_table(runs: Path, bands: Mapping) -> pd.DataFrame:
                 "seed": int(values_path.parent.name[4:]),
                 **{key: found.get(key, math.nan) for key in judged.KEYS},
                 "failed": " ".join(records.judge(bands, found)),
+                **(
+                    {}
+                    if in_use is None
+                    else {"failed_in_use": " ".join(records.judge(in_use, found))}
+                ),  # fmt: skip
             }
         )
     return pd.DataFrame(rows)
+
+
+def caught(group: pd.DataFrame, column: str, suffix: str = "") -> dict[str, Any]:
+    """The runs of one fault that FAIL some band of `column`, of all, with the exact 95 %
+    interval and the keys that caught them."""
+    count = int((group[column] != "").sum())
+    low, high = exact_binomial_interval(count, len(group))
+    keys = " ".join(sorted({k for f in group[column] for k in f.split()}))
+    return {f"caught{suffix}": count, f"low{suffix}": low, f"high{suffix}": high,
+            f"keys{suffix}": keys}  # fmt: skip
 
 
 def in_sds(model: validate.Generating, key: str, values, floor: float) -> np.ndarray:
@@ -171,16 +190,12 @@ def summary(runs: pd.DataFrame, fitting: pd.DataFrame, bands, floor: float) -> p
     rng = np.random.default_rng(SEED)
     rows = []
     for fault, group in runs.groupby("fault", sort=False):
-        caught = int((group["failed"] != "").sum())
-        low, high = exact_binomial_interval(caught, len(group))
         predicted = plan.faults[fault].predicted if fault in plan.faults else None
         row = {
             "fault": fault,
             "runs": len(group),
-            "caught": caught,
-            "low": low,
-            "high": high,
-            "keys": " ".join(sorted({k for f in group["failed"] for k in f.split()})),
+            **caught(group, "failed"),
+            **(caught(group, "failed_in_use", "_in_use") if "failed_in_use" in group else {}),
             "registered_key": predicted.key if predicted else "",
             "registered_shift_sd": predicted.shift_sd if predicted else math.nan,
             **predictions(model, bands, differences[fault], floor, rng),
@@ -214,8 +229,10 @@ def power_command(runs: Path, folder: Path = records.FOLDER) -> pd.DataFrame | N
               "nothing judged", file=sys.stderr)  # fmt: skip
         return None
     bands = records.read_bands(folder / "bands.yaml")
+    in_use = records.bands_in_use()
+    same = in_use.resolve() == (folder / "bands.yaml").resolve()
     floor = records.recipe_inputs()[1]
-    table = run_table(runs, bands)
+    table = run_table(runs, bands, None if same else records.read_bands(in_use))
     found = summary(table, pd.read_csv(folder / "fitting.csv"), bands, floor)
     table.to_csv(folder / "power_runs.csv", index=False)
     found.to_csv(folder / "power.csv", index=False)

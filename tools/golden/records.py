@@ -37,6 +37,11 @@ def recipe_inputs() -> tuple[float, float, int]:
     return float(data["error_budget"]), floor, int(inputs["reversal.eval_n"])
 
 
+def bands_in_use() -> Path:
+    """The bands file the pipeline judges by: the golden file's `bands:`."""
+    return GOLDEN_FILE.parent / yaml.safe_load(GOLDEN_FILE.read_text())["bands"]
+
+
 def provenance(command: str) -> dict[str, Any]:
     """The command, the commit it ran at, whether tools/ or the library differed from it, and
     the date."""
