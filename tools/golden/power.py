@@ -83,19 +83,15 @@ def run_table(runs: Path, bands: Mapping, in_use: Mapping | None = None) -> pd.D
         found = judged.run_statistics(
             losses["loss"].to_numpy(float), values[f"{prefix}.heldout_exact"], eval_n, antidiagonal
         )
-        rows.append(
-            {
-                "fault": values_path.parent.parent.name,
-                "seed": int(values_path.parent.name[4:]),
-                **{key: found.get(key, math.nan) for key in judged.KEYS},
-                "failed": " ".join(records.judge(bands, found)),
-                **(
-                    {}
-                    if in_use is None
-                    else {"failed_in_use": " ".join(records.judge(in_use, found))}
-                ),  # fmt: skip
-            }
-        )
+        row = {
+            "fault": values_path.parent.parent.name,
+            "seed": int(values_path.parent.name[4:]),
+            **{key: found.get(key, math.nan) for key in judged.KEYS},
+            "failed": " ".join(records.judge(bands, found)),
+        }
+        if in_use is not None:
+            row["failed_in_use"] = " ".join(records.judge(in_use, found))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
